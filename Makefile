@@ -1,0 +1,164 @@
+# hetpipe - one non-recursive Makefile.
+#
+#   make                    build everything this machine can (prints the features found)
+#   make check              build and run the tests; ends with one summary line
+#   make install            install under $(DESTDIR)$(PREFIX) (config into $(DESTDIR)$(SYSCONFDIR))
+#   make format             clang-format every C/CUDA source
+#   make HP_CUDA=0|1|auto   CUDA backend off / required / when nvcc is found (default)
+#   make SANITIZER=address|undefined
+#   make CFLAGS=...         extra compiler flags (added to the project's own)
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+DATADIR    ?= $(PREFIX)/share/hetpipe
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc/hetpipe
+DESTDIR    ?=
+BUILD      ?= build
+
+HP_CUDA    ?= auto
+CUDA_HOME  ?= /usr/local/cuda
+NVCC       ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+# Real GPU architectures to build, plus PTX for the newest (CUDA 13 targets sm_75 and up).
+CUDA_ARCHS ?= 75 80 86 89 90
+
+CC         ?= cc
+SANITIZER  ?=
+WERROR     ?= $(if $(filter true,$(CI)),-Werror,)
+
+ifeq ($(HP_CUDA),auto)
+  HAVE_CUDA := $(if $(NVCC),1,0)
+else ifeq ($(HP_CUDA),1)
+  HAVE_CUDA := 1
+  ifeq ($(NVCC),)
+    $(error HP_CUDA=1 but nvcc was not found (set NVCC= or CUDA_HOME=))
+  endif
+else ifeq ($(HP_CUDA),0)
+  HAVE_CUDA := 0
+else
+  $(error HP_CUDA must be auto, 0 or 1, not '$(HP_CUDA)')
+endif
+
+ifneq ($(SANITIZER),)
+  ifeq ($(filter $(SANITIZER),address undefined),)
+    $(error SANITIZER must be address or undefined, not '$(SANITIZER)')
+  endif
+  SANFLAGS := -fsanitize=$(SANITIZER) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+
+OPENBLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+OPENBLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+CHECK_CFLAGS    := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS      := $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lm -lrt -lpthread)
+
+WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+HP_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
+             -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) -DHP_HAVE_CUDA=$(HAVE_CUDA) \
+             -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
+HP_LDFLAGS := $(SANFLAGS)
+HP_LIBS    := $(OPENBLAS_LIBS) -liniparser -lz -lm -lpthread
+
+COMMON_SRCS  := common/error.c common/log.c common/ini.c
+RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
+                runtime/net.c runtime/data.c runtime/train.c
+CUDA_SRCS    := $(wildcard runtime/*.cu)
+
+ifeq ($(HAVE_CUDA),1)
+  CUDA_LIBDIR := $(CUDA_HOME)/lib64
+  NVCCFLAGS   := -O2 -std=c++17 -Xcompiler -fPIC,-Wall -Icommon -Iruntime -I$(CUDA_HOME)/include \
+                 $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+                 -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) \
+                 -DHP_HAVE_CUDA=1 -MMD -MP
+  CUDA_OBJS   := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+  HP_CFLAGS   += -I$(CUDA_HOME)/include
+  HP_LIBS     += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++
+else
+  RUNTIME_SRCS += runtime/backend_cuda_none.c
+  CUDA_OBJS :=
+endif
+
+LIB_OBJS := $(COMMON_SRCS:%.c=$(BUILD)/%.o) $(RUNTIME_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
+LIB      := $(BUILD)/libhetpipe.a
+
+LAUNCHER_SRCS := launcher/hetpipe.c
+HETPIPE       := $(BUILD)/hetpipe
+
+UNIT_SRCS  := $(wildcard tests/unit/*.c)
+UNIT_TESTS := $(BUILD)/tests/unit_tests
+GPU_CHECK  := $(BUILD)/tests/gpu_check_ops
+BENCH_CPU  := $(BUILD)/tests/bench_train_cpu
+
+ALL_OBJS := $(LIB_OBJS) $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(UNIT_SRCS:%.c=$(BUILD)/%.o) \
+            $(BUILD)/tests/gpu/check_ops.o $(BUILD)/tests/bench/train_cpu.o
+
+.PHONY: all check install uninstall format clean features bench gpu-check
+all: features $(HETPIPE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU)
+
+features:
+	@echo "hetpipe: features: cpu backend (OpenBLAS): yes"
+	@echo "hetpipe: features: cuda backend (cuBLAS, cuDNN): $(if $(filter 1,$(HAVE_CUDA)),yes ($(NVCC); sm_$(CUDA_ARCHS)),no (HP_CUDA=$(HP_CUDA)$(if $(NVCC),, and nvcc not found)))"
+	@echo "hetpipe: features: sanitizer: $(or $(SANITIZER),none)"
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(HP_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(HETPIPE): $(BUILD)/launcher/hetpipe.o $(LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+
+$(UNIT_TESTS): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(HP_LIBS)
+
+$(BUILD)/tests/unit/%.o: tests/unit/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(HP_CFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(GPU_CHECK): $(BUILD)/tests/gpu/check_ops.o $(LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+
+$(BENCH_CPU): $(BUILD)/tests/bench/train_cpu.o $(LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+
+check: all
+	@HETPIPE=$(abspath $(HETPIPE)) UNIT_TESTS=$(abspath $(UNIT_TESTS)) sh tests/run.sh
+
+bench: all
+	sh tests/bench/train_cpu
+
+gpu-check: all
+	sh tests/gpu/run.sh
+
+install: $(HETPIPE)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(SYSCONFDIR)
+	install -m 0755 $(HETPIPE) $(DESTDIR)$(BINDIR)/hetpipe
+	install -m 0644 etc/models/*.ini $(DESTDIR)$(DATADIR)/models/
+	@# An admin's edited config is never overwritten; the shipped one lands beside it.
+	@for f in $(wildcard etc/*.conf); do \
+	    dst=$(DESTDIR)$(SYSCONFDIR)/$$(basename $$f); \
+	    if [ -e $$dst ] && ! cmp -s $$f $$dst; then \
+	        echo "install: keeping edited $$dst; new version at $$dst.new"; \
+	        install -m 0644 $$f $$dst.new; \
+	    else install -m 0644 $$f $$dst; fi; \
+	done
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/hetpipe
+	rm -rf $(DESTDIR)$(DATADIR)
+
+format:
+	clang-format -i $(wildcard common/*.[ch] runtime/*.[ch] runtime/*.cu runtime/*.cuh \
+	    launcher/*.[ch] spank/*.[ch] tests/unit/*.[ch] tests/gpu/*.c tests/bench/*.c)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(ALL_OBJS:.o=.d) $(CUDA_OBJS:.o=.d)

@@ -1,0 +1,303 @@
+/* ini.c - strict INI reading on top of iniparser. */
+#include "ini.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <errno.h>
+#include <iniparser/iniparser.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct hp_ini {
+    dictionary *dict;
+    char *path;
+};
+
+/* iniparser reports syntax errors through a global callback; we collect the first one. */
+static char parse_error[512];
+
+static int capture_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (parse_error[0])
+        return 0;
+    va_start(ap, fmt);
+    vsnprintf(parse_error, sizeof(parse_error), fmt, ap);
+    va_end(ap);
+    parse_error[strcspn(parse_error, "\n")] = '\0';
+    return 0;
+}
+
+int hp_ini_load(const char *path, struct hp_ini **out)
+{
+    struct hp_ini *ini;
+    FILE *f;
+
+    f = fopen(path, "r");
+    if (!f) {
+        int err = -errno;
+        hp_error("cannot open '%s': %s", path, hp_strerror(err));
+        return err;
+    }
+    fclose(f);
+
+    ini = calloc(1, sizeof(*ini));
+    if (!ini)
+        return -HP_ENOMEM;
+    ini->path = strdup(path);
+    if (!ini->path)
+        goto err_free;
+
+    parse_error[0] = '\0';
+    iniparser_set_error_callback(capture_error);
+    ini->dict = iniparser_load(path);
+    iniparser_set_error_callback(NULL);
+    if (!ini->dict || parse_error[0]) {
+        hp_error("cannot parse '%s': %s", path, parse_error[0] ? parse_error : "syntax error");
+        goto err_dict;
+    }
+    *out = ini;
+    return 0;
+
+err_dict:
+    if (ini->dict)
+        iniparser_freedict(ini->dict);
+    free(ini->path);
+err_free:
+    free(ini);
+    return parse_error[0] ? -HP_ECONFIG : -HP_ENOMEM;
+}
+
+void hp_ini_destroy(struct hp_ini *ini)
+{
+    if (!ini)
+        return;
+    iniparser_freedict(ini->dict);
+    free(ini->path);
+    free(ini);
+}
+
+const char *hp_ini_path(const struct hp_ini *ini)
+{
+    return ini->path;
+}
+
+int hp_ini_nsections(const struct hp_ini *ini)
+{
+    int n = iniparser_getnsec(ini->dict);
+    return n < 0 ? 0 : n;
+}
+
+const char *hp_ini_section(const struct hp_ini *ini, int i)
+{
+    return iniparser_getsecname(ini->dict, i);
+}
+
+int hp_ini_has_section(const struct hp_ini *ini, const char *section)
+{
+    return iniparser_find_entry(ini->dict, section) != 0;
+}
+
+static const char *lookup(const struct hp_ini *ini, const char *section, const char *key)
+{
+    char full[512];
+
+    snprintf(full, sizeof(full), "%s:%s", section, key);
+    return iniparser_getstring(ini->dict, full, NULL);
+}
+
+int hp_ini_has(const struct hp_ini *ini, const char *section, const char *key)
+{
+    return lookup(ini, section, key) != NULL;
+}
+
+int hp_ini_check_keys(const struct hp_ini *ini, const char *section, const char *const *allowed)
+{
+    int n = iniparser_getsecnkeys(ini->dict, section);
+    const char **keys;
+    int rc = 0;
+
+    if (n <= 0)
+        return 0;
+    keys = calloc((size_t)n, sizeof(*keys));
+    if (!keys)
+        return -HP_ENOMEM;
+    iniparser_getseckeys(ini->dict, section, keys);
+    for (int i = 0; i < n && rc == 0; i++) {
+        const char *k = strchr(keys[i], ':');
+        int found = 0;
+
+        k = k ? k + 1 : keys[i];
+        for (int j = 0; allowed[j]; j++)
+            if (strcasecmp(k, allowed[j]) == 0)
+                found = 1;
+        if (!found) {
+            char list[512] = "";
+            for (int j = 0; allowed[j]; j++) {
+                strncat(list, j ? ", " : "", sizeof(list) - strlen(list) - 1);
+                strncat(list, allowed[j], sizeof(list) - strlen(list) - 1);
+            }
+            hp_error("%s: [%s]: unknown key '%s' (allowed: %s)", ini->path, section, k, list);
+            rc = -HP_ECONFIG;
+        }
+    }
+    free(keys);
+    return rc;
+}
+
+static int missing(const struct hp_ini *ini, const char *section, const char *key)
+{
+    hp_error("%s: [%s]: missing required key '%s'", ini->path, section, key);
+    return -HP_ECONFIG;
+}
+
+int hp_ini_get_str(const struct hp_ini *ini, const char *section, const char *key, int required,
+                   const char *def, const char **out)
+{
+    const char *v = lookup(ini, section, key);
+
+    if (!v) {
+        if (required)
+            return missing(ini, section, key);
+        *out = def;
+        return 0;
+    }
+    *out = v;
+    return 0;
+}
+
+int hp_parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    long v;
+
+    if (!s || !*s)
+        return -HP_EINVAL;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (end == s || *end != '\0')
+        return -HP_EINVAL;
+    if (errno == ERANGE || v < min || v > max)
+        return -HP_ERANGE;
+    *out = v;
+    return 0;
+}
+
+int hp_parse_double(const char *s, double min, double max, double *out)
+{
+    char *end;
+    double v;
+
+    if (!s || !*s)
+        return -HP_EINVAL;
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || *end != '\0' || isnan(v) || isinf(v))
+        return -HP_EINVAL;
+    if (errno == ERANGE || v < min || v > max)
+        return -HP_ERANGE;
+    *out = v;
+    return 0;
+}
+
+int hp_ini_get_long(const struct hp_ini *ini, const char *section, const char *key, int required,
+                    long def, long min, long max, long *out)
+{
+    const char *v = lookup(ini, section, key);
+    int rc;
+
+    if (!v) {
+        if (required)
+            return missing(ini, section, key);
+        *out = def;
+        return 0;
+    }
+    rc = hp_parse_long(v, min, max, out);
+    if (rc == -HP_EINVAL)
+        hp_error("%s: [%s]: key '%s': '%s' is not an integer", ini->path, section, key, v);
+    else if (rc == -HP_ERANGE)
+        hp_error("%s: [%s]: key '%s': %s is out of range (allowed: %ld to %ld)", ini->path,
+                 section, key, v, min, max);
+    return rc ? -HP_ECONFIG : 0;
+}
+
+int hp_ini_get_double(const struct hp_ini *ini, const char *section, const char *key,
+                      int required, double def, double min, double max, double *out)
+{
+    const char *v = lookup(ini, section, key);
+    int rc;
+
+    if (!v) {
+        if (required)
+            return missing(ini, section, key);
+        *out = def;
+        return 0;
+    }
+    rc = hp_parse_double(v, min, max, out);
+    if (rc == -HP_EINVAL)
+        hp_error("%s: [%s]: key '%s': '%s' is not a number", ini->path, section, key, v);
+    else if (rc == -HP_ERANGE)
+        hp_error("%s: [%s]: key '%s': %s is out of range (allowed: %g to %g)", ini->path,
+                 section, key, v, min, max);
+    return rc ? -HP_ECONFIG : 0;
+}
+
+int hp_ini_get_bool(const struct hp_ini *ini, const char *section, const char *key, int required,
+                    int def, int *out)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1", NULL};
+    static const char *const no[] = {"false", "no", "off", "0", NULL};
+    const char *v = lookup(ini, section, key);
+
+    if (!v) {
+        if (required)
+            return missing(ini, section, key);
+        *out = def;
+        return 0;
+    }
+    for (int i = 0; yes[i]; i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(v, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    hp_error("%s: [%s]: key '%s': '%s' is not a boolean (allowed: true, false, yes, no, on, "
+             "off, 1, 0)",
+             ini->path, section, key, v);
+    return -HP_ECONFIG;
+}
+
+int hp_ini_get_enum(const struct hp_ini *ini, const char *section, const char *key, int required,
+                    int def, const char *const *words, int *out)
+{
+    const char *v = lookup(ini, section, key);
+    char list[512] = "";
+
+    if (!v) {
+        if (required)
+            return missing(ini, section, key);
+        *out = def;
+        return 0;
+    }
+    for (int i = 0; words[i]; i++) {
+        if (strcasecmp(v, words[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+        strncat(list, i ? ", " : "", sizeof(list) - strlen(list) - 1);
+        strncat(list, words[i], sizeof(list) - strlen(list) - 1);
+    }
+    hp_error("%s: [%s]: key '%s': unknown value '%s' (allowed: %s)", ini->path, section, key, v,
+             list);
+    return -HP_ECONFIG;
+}

@@ -1,0 +1,59 @@
+/* log.c - the logger. */
+#include "log.h"
+
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int level_set;
+static enum hp_log_level threshold = HP_LOG_INFO;
+static char prefix[64] = "hetpipe";
+
+static const char *const level_names[] = {"error", "warning", "info", "debug"};
+
+int hp_log_parse_level(const char *s, enum hp_log_level *out)
+{
+    static const char *const keys[] = {"error", "warn", "info", "debug"};
+
+    for (int i = 0; i < 4; i++) {
+        if (s && strcmp(s, keys[i]) == 0) {
+            *out = (enum hp_log_level)i;
+            return 0;
+        }
+    }
+    return -HP_EINVAL;
+}
+
+void hp_log_set_level(enum hp_log_level level)
+{
+    threshold = level;
+    level_set = 1;
+}
+
+void hp_log_set_prefix(const char *p)
+{
+    snprintf(prefix, sizeof(prefix), "%s", p);
+}
+
+void hp_log(enum hp_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    char buf[2048];
+
+    if (!level_set) {
+        enum hp_log_level env;
+        if (hp_log_parse_level(getenv("HETPIPE_LOG"), &env) == 0)
+            threshold = env;
+        level_set = 1;
+    }
+    if (level > threshold)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    /* One write per message, so lines from several processes do not interleave. */
+    fprintf(stderr, "%s: %s: %s\n", prefix, level_names[level], buf);
+}

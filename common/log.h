@@ -1,0 +1,34 @@
+/* log.h - the one logger of hetpipe.
+ *
+ * Messages go to stderr as "hetpipe: <level>: <message>" (a prefix can be set, e.g. a rank).
+ * The threshold comes from hp_log_set_level() or, if never set, from HETPIPE_LOG
+ * (error|warn|info|debug). Library code logs an error once, where it is first known, and
+ * returns a code; main() decides what to do.
+ */
+#ifndef HP_LOG_H
+#define HP_LOG_H
+
+enum hp_log_level {
+    HP_LOG_ERROR = 0,
+    HP_LOG_WARN = 1,
+    HP_LOG_INFO = 2,
+    HP_LOG_DEBUG = 3,
+};
+
+/* Set the threshold; messages above it are dropped. */
+void hp_log_set_level(enum hp_log_level level);
+
+/* Parse "error", "warn", "info" or "debug"; 0 on success, -HP_EINVAL otherwise. */
+int hp_log_parse_level(const char *s, enum hp_log_level *out);
+
+/* Set the prefix printed before the level ("hetpipe" by default). The string is copied. */
+void hp_log_set_prefix(const char *prefix);
+
+void hp_log(enum hp_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define hp_error(...) hp_log(HP_LOG_ERROR, __VA_ARGS__)
+#define hp_warn(...) hp_log(HP_LOG_WARN, __VA_ARGS__)
+#define hp_info(...) hp_log(HP_LOG_INFO, __VA_ARGS__)
+#define hp_debug(...) hp_log(HP_LOG_DEBUG, __VA_ARGS__)
+
+#endif
