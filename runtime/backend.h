@@ -156,6 +156,10 @@ struct hp_backend {
 /* The CPU backend; always available. *out is freed with be->ops->destroy(be). */
 int hp_backend_cpu_create(struct hp_backend **out);
 
+/* Threads of the CPU backend's BLAS (n >= 1); the default comes from OPENBLAS_NUM_THREADS. */
+void hp_backend_cpu_set_threads(int n);
+int hp_backend_cpu_threads(void);
+
 /* The CUDA backend on device `device`. Returns -HP_EUNSUPPORTED when built without CUDA and
  * -HP_ENODEV when no usable device (or no driver) is present; never crashes for lack of one. */
 int hp_backend_cuda_create(int device, struct hp_backend **out);

@@ -1,0 +1,451 @@
+/* hetpipe.c - the `hetpipe` command: one dispatch point for its subcommands.
+ *
+ *   hetpipe train   train a model on Fashion-MNIST in one process
+ *   hetpipe model   print a model's units, parameters and multiply-adds
+ *   hetpipe time    time training steps of a model on random data (benchmarks, GPU checks)
+ *
+ * Later subcommands (plan, run, launch, profile, doctor) are added here.
+ */
+#include "backend.h"
+#include "error.h"
+#include "ini.h"
+#include "log.h"
+#include "model.h"
+#include "net.h"
+#include "rng.h"
+#include "train.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define VERSION "0.1.0"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: hetpipe <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  train    train a model on Fashion-MNIST in one process\n"
+               "  model    show a model's units, parameters and multiply-adds\n"
+               "  time     time training steps of a model on random data\n"
+               "  version  print the version\n"
+               "\n"
+               "'hetpipe <command> --help' shows a command's options.\n");
+}
+
+/* Parse an integer option strictly; on error print which option and what is allowed. */
+static int opt_long(const char *opt, const char *v, long min, long max, long *out)
+{
+    int rc = hp_parse_long(v, min, max, out);
+
+    if (rc)
+        hp_error("option '--%s': '%s' is not an integer in %ld..%ld", opt, v, min, max);
+    return rc;
+}
+
+static int opt_double(const char *opt, const char *v, double min, double max, double *out)
+{
+    int rc = hp_parse_double(v, min, max, out);
+
+    if (rc)
+        hp_error("option '--%s': '%s' is not a number in %g..%g", opt, v, min, max);
+    return rc;
+}
+
+static int opt_device(const char *v)
+{
+    if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto")) {
+        hp_error("option '--device': unknown device '%s' (allowed: cpu, cuda, auto)", v);
+        return -HP_EINVAL;
+    }
+    return 0;
+}
+
+/* ---- train ---------------------------------------------------------------------------- */
+
+static void train_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hetpipe train [options]\n"
+            "  --model NAME|PATH    model (default cnn; mlp, or a model .ini)\n"
+            "  --epochs N           epochs (default 5)\n"
+            "  --batch N            minibatch size (default 64)\n"
+            "  --lr X               learning rate (default 0.05)\n"
+            "  --momentum X         SGD momentum (default 0.9)\n"
+            "  --weight-decay X     L2 weight decay (default 5e-4)\n"
+            "  --schedule S         cosine (default) or constant learning rate\n"
+            "  --seed N             seed of initialisation, shuffling, dropout (default 1)\n"
+            "  --device D           cpu, cuda or auto (default auto: cuda if present)\n"
+            "  --threads N          BLAS threads of the CPU backend (default: OpenBLAS's)\n"
+            "  --data DIR           Fashion-MNIST directory (default $HETPIPE_DATA or\n"
+            "                       /usr/share/datasets/fashion-mnist)\n"
+            "  --metrics FILE       write per-interval and per-epoch metrics as CSV\n"
+            "  --log-every N        steps between progress lines (default 100, 0: none)\n"
+            "  --train-limit N      train on the first N samples only\n"
+            "  --test-limit N       evaluate on the first N test samples only\n");
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    enum { O_MOMENTUM = 256, O_WD, O_SCHEDULE, O_THREADS, O_DATA, O_METRICS, O_LOG, O_TRL, O_TEL };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},     {"epochs", required_argument, 0, 'e'},
+        {"batch", required_argument, 0, 'b'},     {"lr", required_argument, 0, 'l'},
+        {"momentum", required_argument, 0, O_MOMENTUM},
+        {"weight-decay", required_argument, 0, O_WD},
+        {"schedule", required_argument, 0, O_SCHEDULE},
+        {"seed", required_argument, 0, 's'},      {"device", required_argument, 0, 'd'},
+        {"threads", required_argument, 0, O_THREADS},
+        {"data", required_argument, 0, O_DATA},   {"metrics", required_argument, 0, O_METRICS},
+        {"log-every", required_argument, 0, O_LOG},
+        {"train-limit", required_argument, 0, O_TRL},
+        {"test-limit", required_argument, 0, O_TEL},
+        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
+    };
+    struct hp_train_opts o;
+    struct hp_train_result r;
+    long v;
+    double x;
+    int c, rc;
+
+    hp_train_opts_init(&o);
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        rc = 0;
+        switch (c) {
+        case 'm':
+            o.model = optarg;
+            break;
+        case 'e':
+            if (!(rc = opt_long("epochs", optarg, 1, 10000, &v)))
+                o.epochs = (int)v;
+            break;
+        case 'b':
+            if (!(rc = opt_long("batch", optarg, 1, 65536, &v)))
+                o.batch = (int)v;
+            break;
+        case 'l':
+            if (!(rc = opt_double("lr", optarg, 1e-8, 10.0, &x)))
+                o.lr = (float)x;
+            break;
+        case O_MOMENTUM:
+            if (!(rc = opt_double("momentum", optarg, 0.0, 0.999, &x)))
+                o.momentum = (float)x;
+            break;
+        case O_WD:
+            if (!(rc = opt_double("weight-decay", optarg, 0.0, 1.0, &x)))
+                o.weight_decay = (float)x;
+            break;
+        case O_SCHEDULE:
+            if (strcmp(optarg, "cosine") == 0)
+                o.cosine = 1;
+            else if (strcmp(optarg, "constant") == 0)
+                o.cosine = 0;
+            else {
+                hp_error("option '--schedule': unknown schedule '%s' (allowed: cosine, "
+                         "constant)",
+                         optarg);
+                rc = -HP_EINVAL;
+            }
+            break;
+        case 's':
+            if (!(rc = opt_long("seed", optarg, 0, 0x7fffffffL, &v)))
+                o.seed = (uint64_t)v;
+            break;
+        case 'd':
+            rc = opt_device(optarg);
+            o.device = optarg;
+            break;
+        case O_THREADS:
+            if (!(rc = opt_long("threads", optarg, 1, 1024, &v)))
+                hp_backend_cpu_set_threads((int)v);
+            break;
+        case O_DATA:
+            o.data_dir = optarg;
+            break;
+        case O_METRICS:
+            o.metrics = optarg;
+            break;
+        case O_LOG:
+            if (!(rc = opt_long("log-every", optarg, 0, 1000000, &v)))
+                o.log_every = (int)v;
+            break;
+        case O_TRL:
+            if (!(rc = opt_long("train-limit", optarg, 1, 60000, &v)))
+                o.train_limit = (int)v;
+            break;
+        case O_TEL:
+            if (!(rc = opt_long("test-limit", optarg, 1, 10000, &v)))
+                o.test_limit = (int)v;
+            break;
+        case 'h':
+            train_usage(stdout);
+            return 0;
+        default:
+            train_usage(stderr);
+            return 2;
+        }
+        if (rc)
+            return 2;
+    }
+    if (optind < argc) {
+        hp_error("train: unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    rc = hp_train_run(&o, &r);
+    if (rc) {
+        hp_error("train failed: %s", hp_strerror(rc));
+        return 1;
+    }
+    printf("hetpipe train: done: %ld steps in %.1f s (%.0f img/s), test accuracy %.2f%%, "
+           "test loss %.4f, parameter hash %016llx\n",
+           r.steps, r.seconds, r.images_per_s, 100.0 * r.test_acc, r.test_loss,
+           (unsigned long long)r.param_hash);
+    return 0;
+}
+
+/* ---- model ---------------------------------------------------------------------------- */
+
+static int cmd_model(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},
+        {"units", no_argument, 0, 'u'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *name = NULL;
+    struct hp_model *m;
+    int units = 0, c, rc;
+
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            name = optarg;
+            break;
+        case 'u':
+            units = 1;
+            break;
+        case 'h':
+            printf("usage: hetpipe model --model NAME|PATH [--units]\n"
+                   "  prints parameters and forward multiply-adds per sample; --units lists\n"
+                   "  every unit with its output shape, parameters, FLOPs and bytes\n");
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    if (!name && optind < argc)
+        name = argv[optind++];
+    if (!name) {
+        hp_error("model: give --model NAME or a path");
+        return 2;
+    }
+    rc = hp_model_load(name, &m);
+    if (rc)
+        return 1;
+    if (units) {
+        printf("%-14s %-10s %-14s %12s %12s %12s %12s %12s\n", "unit", "kind", "output",
+               "params", "fwd MACs", "bwd FLOPs", "out bytes", "saved bytes");
+        for (int i = 0; i < m->nunits; i++) {
+            const struct hp_unit *u = &m->units[i];
+            char shape[32];
+            snprintf(shape, sizeof(shape), "%dx%dx%d", u->out.c, u->out.h, u->out.w);
+            printf("%-14s %-10s %-14s %12zu %12.0f %12.0f %12zu %12zu\n", u->name, u->kind,
+                   shape, u->nparams, u->cost.fwd_macs, u->cost.bwd_flops, u->cost.out_bytes,
+                   u->cost.saved_bytes);
+        }
+    }
+    struct hp_unit_cost t = hp_model_cost(m, 0, m->nunits);
+    printf("model %s: %d units, input %dx%dx%d, %d classes, data set %s\n", m->name, m->nunits,
+           m->input.c, m->input.h, m->input.w, m->classes, m->dataset);
+    printf("parameters: %zu (%.2f M)\n", m->nparams, (double)m->nparams / 1e6);
+    printf("forward multiply-adds per sample: %.0f (%.2f G)\n", t.fwd_macs, t.fwd_macs / 1e9);
+    printf("forward FLOPs per sample: %.3g, backward FLOPs per sample: %.3g\n", t.fwd_flops,
+           t.bwd_flops);
+    printf("activations kept for backward per sample: %.2f MiB\n",
+           (double)t.saved_bytes / 1048576.0);
+    hp_model_destroy(m);
+    return 0;
+}
+
+/* ---- time ----------------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmd_time(int argc, char **argv)
+{
+    enum { O_THREADS = 256, O_WARMUP };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},      {"batch", required_argument, 0, 'b'},
+        {"device", required_argument, 0, 'd'},     {"steps", required_argument, 0, 'n'},
+        {"threads", required_argument, 0, O_THREADS},
+        {"warmup", required_argument, 0, O_WARMUP}, {"profile", no_argument, 0, 'p'},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+    };
+    const char *name = "cnn", *device = "auto";
+    long batch = 32, steps = 20, warmup = 3, v;
+    int profile = 0, c, rc;
+    struct hp_model *m = NULL;
+    struct hp_backend *be = NULL;
+    struct hp_net *net = NULL;
+    struct hp_net_profile prof;
+    float *himg = NULL;
+    int32_t *hlab = NULL;
+
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        rc = 0;
+        switch (c) {
+        case 'm':
+            name = optarg;
+            break;
+        case 'b':
+            rc = opt_long("batch", optarg, 1, 65536, &batch);
+            break;
+        case 'd':
+            rc = opt_device(optarg);
+            device = optarg;
+            break;
+        case 'n':
+            rc = opt_long("steps", optarg, 1, 1000000, &steps);
+            break;
+        case O_WARMUP:
+            rc = opt_long("warmup", optarg, 0, 1000, &warmup);
+            break;
+        case O_THREADS:
+            if (!(rc = opt_long("threads", optarg, 1, 1024, &v)))
+                hp_backend_cpu_set_threads((int)v);
+            break;
+        case 'p':
+            profile = 1;
+            break;
+        case 'h':
+            printf("usage: hetpipe time [--model M] [--batch N] [--device cpu|cuda|auto]\n"
+                   "                    [--steps N] [--warmup N] [--threads N] [--profile]\n"
+                   "  times training steps (forward, loss, backward, SGD) on random data;\n"
+                   "  --profile adds time and GFLOP/s per op type\n");
+            return 0;
+        default:
+            return 2;
+        }
+        if (rc)
+            return 2;
+    }
+    rc = hp_model_load(name, &m);
+    if (!rc)
+        rc = hp_backend_create(device, &be);
+    const struct hp_net_config cfg = {.batch = (int)batch, .nslots = 1, .need_input_grad = 0};
+    if (!rc)
+        rc = hp_net_create(be, m, 0, m->nunits, &cfg, &net);
+    if (!rc)
+        rc = hp_net_init_params(net, 1);
+    if (rc)
+        goto out;
+    const size_t in = (size_t)batch * hp_shape_size(m->input);
+    himg = malloc(in * sizeof(float));
+    hlab = malloc((size_t)batch * sizeof(int32_t));
+    if (!himg || !hlab) {
+        rc = -HP_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < in; i++)
+        himg[i] = 2.0f * hp_rng_uniform(7, i) - 1.0f;
+    for (long i = 0; i < batch; i++)
+        hlab[i] = (int32_t)(hp_rng_u64(8, (uint64_t)i) % (uint64_t)m->classes);
+    rc = be->ops->upload(be, hp_net_input(net, 0), himg, in * sizeof(float));
+    double t0 = 0.0;
+    for (long s = 0; s < warmup + steps && !rc; s++) {
+        double l;
+        int cc;
+        if (s == warmup) {
+            be->ops->sync(be);
+            memset(&prof, 0, sizeof(prof));
+            if (profile)
+                hp_net_set_profile(net, &prof);
+            t0 = now_s();
+        }
+        rc = hp_net_forward(net, 0, 1, (uint64_t)s);
+        if (!rc)
+            rc = hp_net_loss(net, 0, hlab, (int)batch, 1, &l, &cc);
+        if (!rc)
+            rc = hp_net_backward(net, 0);
+        if (!rc)
+            rc = hp_net_sgd(net, 0.001f, 0.9f, 0.0f);
+    }
+    if (!rc)
+        rc = be->ops->sync(be);
+    if (rc)
+        goto out;
+    const double dt = now_s() - t0;
+    struct hp_net_memory mem;
+    hp_net_memory(net, &mem);
+    printf("time: model %s, batch %ld, device %s, threads %d: %.3f ms/step, %.1f images/s, "
+           "memory %.1f MiB\n",
+           m->name, batch, be->name, be->kind == HP_DEVICE_CPU ? hp_backend_cpu_threads() : 0,
+           1e3 * dt / steps, (double)batch * steps / dt, (double)mem.total / 1048576.0);
+    if (profile) {
+        double gemm_s = 0.0, gemm_f = 0.0, all = 0.0;
+        printf("%-10s %10s %10s %10s\n", "op", "fwd ms", "bwd ms", "GFLOP/s");
+        for (int t = 0; t < HP_OP_NTYPES; t++) {
+            const double s = prof.fwd_s[t] + prof.bwd_s[t], f = prof.fwd_flops[t] + prof.bwd_flops[t];
+            all += s;
+            if (s == 0.0)
+                continue;
+            printf("%-10s %10.3f %10.3f %10.2f\n", hp_op_name((enum hp_op_type)t),
+                   1e3 * prof.fwd_s[t] / steps, 1e3 * prof.bwd_s[t] / steps,
+                   f > 0 ? f / s / 1e9 : 0.0);
+            if (t == HP_OP_CONV || t == HP_OP_LINEAR) {
+                gemm_s += s;
+                gemm_f += f;
+            }
+        }
+        printf("conv+linear: %.2f GFLOP/s, %.1f%% of op time\n", gemm_f / gemm_s / 1e9,
+               100.0 * gemm_s / all);
+    }
+out:
+    if (rc)
+        hp_error("time failed: %s", hp_strerror(rc));
+    free(himg);
+    free(hlab);
+    hp_net_destroy(net);
+    hp_backend_destroy(be);
+    hp_model_destroy(m);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *cmd;
+
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("hetpipe %s (cuda backend: %s)\n", VERSION, HP_HAVE_CUDA ? "built" : "not built");
+        return 0;
+    }
+    argv[1] = argv[0];
+    if (strcmp(cmd, "train") == 0)
+        return cmd_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "model") == 0)
+        return cmd_model(argc - 1, argv + 1);
+    if (strcmp(cmd, "time") == 0)
+        return cmd_time(argc - 1, argv + 1);
+    hp_error("unknown command '%s' (allowed: train, model, time, version; see hetpipe --help)",
+             cmd);
+    return 2;
+}

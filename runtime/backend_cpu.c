@@ -1,0 +1,643 @@
+/* backend_cpu.c - the CPU backend: the reference implementation of every op.
+ *
+ * GEMM is OpenBLAS's sgemm; convolution is im2col + sgemm per image (1x1 stride-1 unpadded
+ * convolutions skip im2col). Everything else is plain loops written for clarity first; the
+ * time of a training step is in the GEMMs (tests/bench/train_cpu measures how close).
+ */
+#include "backend.h"
+
+#include "error.h"
+#include "log.h"
+#include "rng.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hp_conv {
+    struct hp_conv_desc d;
+    int direct; /* 1x1, stride 1, no padding: the input is already the column matrix */
+};
+
+static void cpu_destroy(struct hp_backend *be)
+{
+    free(be);
+}
+
+static int cpu_alloc(struct hp_backend *be, size_t bytes, void **ptr)
+{
+    void *p = NULL;
+
+    if (bytes == 0)
+        return -HP_EINVAL;
+    /* 64-byte alignment for the vector units; rounded up as aligned_alloc requires. */
+    if (posix_memalign(&p, 64, (bytes + 63) & ~(size_t)63) != 0) {
+        hp_error("cpu backend: cannot allocate %zu bytes", bytes);
+        return -HP_ENOMEM;
+    }
+    memset(p, 0, bytes);
+    *ptr = p;
+    return 0;
+}
+
+static void cpu_free(struct hp_backend *be, void *ptr)
+{
+    free(ptr);
+}
+
+static int cpu_copy(struct hp_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        memmove(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_zero(struct hp_backend *be, void *ptr, size_t bytes)
+{
+    if (bytes)
+        memset(ptr, 0, bytes);
+    return 0;
+}
+
+static int cpu_sync(struct hp_backend *be)
+{
+    return 0;
+}
+
+static int cpu_gemm(struct hp_backend *be, int ta, int tb, int m, int n, int k, float alpha,
+                    const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                    int ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+                n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return 0;
+}
+
+static int cpu_bias_add(struct hp_backend *be, float *y, const float *b, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++) {
+        float *yr = y + (size_t)r * cols;
+        for (int j = 0; j < cols; j++)
+            yr[j] += b[j];
+    }
+    return 0;
+}
+
+static int cpu_bias_grad(struct hp_backend *be, const float *dy, float *db, int rows, int cols)
+{
+    memset(db, 0, (size_t)cols * sizeof(float));
+    for (int r = 0; r < rows; r++) {
+        const float *dr = dy + (size_t)r * cols;
+        for (int j = 0; j < cols; j++)
+            db[j] += dr[j];
+    }
+    return 0;
+}
+
+/* ---- convolution ---------------------------------------------------------------------- */
+
+static int cpu_conv_create(struct hp_backend *be, const struct hp_conv_desc *d,
+                           struct hp_conv **out, size_t *workspace)
+{
+    struct hp_conv *conv;
+
+    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || d->k <= 0 || d->r <= 0 ||
+        d->s <= 0 || d->stride <= 0 || d->pad < 0 ||
+        d->p != (d->h + 2 * d->pad - d->r) / d->stride + 1 ||
+        d->q != (d->w + 2 * d->pad - d->s) / d->stride + 1 || d->p <= 0 || d->q <= 0) {
+        hp_error("cpu backend: invalid convolution shape");
+        return -HP_ESHAPE;
+    }
+    conv = calloc(1, sizeof(*conv));
+    if (!conv)
+        return -HP_ENOMEM;
+    conv->d = *d;
+    conv->direct = d->r == 1 && d->s == 1 && d->stride == 1 && d->pad == 0;
+    *workspace = conv->direct ? 0 : (size_t)d->c * d->r * d->s * d->p * d->q * sizeof(float);
+    *out = conv;
+    return 0;
+}
+
+static void cpu_conv_destroy(struct hp_backend *be, struct hp_conv *conv)
+{
+    free(conv);
+}
+
+/* x [c, h, w] of one image -> col [c r s, p q]. */
+static void im2col(const struct hp_conv_desc *d, const float *x, float *col)
+{
+    const int pq = d->p * d->q;
+
+    for (int c = 0; c < d->c; c++) {
+        const float *xc = x + (size_t)c * d->h * d->w;
+        for (int i = 0; i < d->r; i++) {
+            for (int j = 0; j < d->s; j++) {
+                float *row = col + ((size_t)(c * d->r + i) * d->s + j) * pq;
+                for (int p = 0; p < d->p; p++) {
+                    const int hh = p * d->stride - d->pad + i;
+                    float *dst = row + p * d->q;
+                    if (hh < 0 || hh >= d->h) {
+                        memset(dst, 0, (size_t)d->q * sizeof(float));
+                        continue;
+                    }
+                    const float *src = xc + (size_t)hh * d->w;
+                    if (d->stride == 1) {
+                        /* a contiguous run with zero borders */
+                        int q0 = d->pad - j, q1 = d->w + d->pad - j; /* valid q in [q0, q1) */
+                        if (q0 < 0)
+                            q0 = 0;
+                        if (q1 > d->q)
+                            q1 = d->q;
+                        for (int q = 0; q < q0 && q < d->q; q++)
+                            dst[q] = 0.0f;
+                        if (q1 > q0)
+                            memcpy(dst + q0, src + q0 - d->pad + j,
+                                   (size_t)(q1 - q0) * sizeof(float));
+                        for (int q = q1 > q0 ? q1 : q0; q < d->q; q++)
+                            dst[q] = 0.0f;
+                    } else {
+                        for (int q = 0; q < d->q; q++) {
+                            const int ww = q * d->stride - d->pad + j;
+                            dst[q] = (ww >= 0 && ww < d->w) ? src[ww] : 0.0f;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* col [c r s, p q] -> dx [c, h, w] of one image, accumulating (dx zeroed by the caller). */
+static void col2im(const struct hp_conv_desc *d, const float *col, float *dx)
+{
+    const int pq = d->p * d->q;
+
+    for (int c = 0; c < d->c; c++) {
+        float *xc = dx + (size_t)c * d->h * d->w;
+        for (int i = 0; i < d->r; i++) {
+            for (int j = 0; j < d->s; j++) {
+                const float *row = col + ((size_t)(c * d->r + i) * d->s + j) * pq;
+                for (int p = 0; p < d->p; p++) {
+                    const int hh = p * d->stride - d->pad + i;
+                    if (hh < 0 || hh >= d->h)
+                        continue;
+                    float *dst = xc + (size_t)hh * d->w;
+                    const float *src = row + p * d->q;
+                    for (int q = 0; q < d->q; q++) {
+                        const int ww = q * d->stride - d->pad + j;
+                        if (ww >= 0 && ww < d->w)
+                            dst[ww] += src[q];
+                    }
+                }
+            }
+        }
+    }
+}
+
+static int cpu_conv_forward(struct hp_backend *be, struct hp_conv *conv, const float *x,
+                            const float *w, const float *b, float *y, void *ws)
+{
+    const struct hp_conv_desc *d = &conv->d;
+    const int crs = d->c * d->r * d->s, pq = d->p * d->q;
+    float *col = ws;
+
+    for (int n = 0; n < d->n; n++) {
+        const float *xn = x + (size_t)n * d->c * d->h * d->w;
+        float *yn = y + (size_t)n * d->k * pq;
+        const float *cm = xn;
+
+        if (!conv->direct) {
+            im2col(d, xn, col);
+            cm = col;
+        }
+        /* yn [k, pq] = w [k, crs] x col [crs, pq] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, pq, crs, 1.0f, w, crs, cm,
+                    pq, 0.0f, yn, pq);
+        if (d->has_bias) {
+            for (int k = 0; k < d->k; k++) {
+                float *yk = yn + (size_t)k * pq;
+                const float bk = b[k];
+                for (int i = 0; i < pq; i++)
+                    yk[i] += bk;
+            }
+        }
+    }
+    return 0;
+}
+
+static int cpu_conv_backward(struct hp_backend *be, struct hp_conv *conv, const float *x,
+                             const float *w, const float *dy, float *dx, float *dw, float *db,
+                             void *ws)
+{
+    const struct hp_conv_desc *d = &conv->d;
+    const int crs = d->c * d->r * d->s, pq = d->p * d->q;
+    float *col = ws;
+
+    if (d->has_bias) {
+        memset(db, 0, (size_t)d->k * sizeof(float));
+        for (int n = 0; n < d->n; n++) {
+            const float *dyn = dy + (size_t)n * d->k * pq;
+            for (int k = 0; k < d->k; k++) {
+                const float *dk = dyn + (size_t)k * pq;
+                float s = 0.0f;
+                for (int i = 0; i < pq; i++)
+                    s += dk[i];
+                db[k] += s;
+            }
+        }
+    }
+    for (int n = 0; n < d->n; n++) {
+        const float *xn = x + (size_t)n * d->c * d->h * d->w;
+        const float *dyn = dy + (size_t)n * d->k * pq;
+        const float *cm = xn;
+
+        if (!conv->direct) {
+            im2col(d, xn, col);
+            cm = col;
+        }
+        /* dw [k, crs] (+)= dyn [k, pq] x col^T [pq, crs] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->k, crs, pq, 1.0f, dyn, pq, cm, pq,
+                    n == 0 ? 0.0f : 1.0f, dw, crs);
+        if (!dx)
+            continue;
+        float *dxn = dx + (size_t)n * d->c * d->h * d->w;
+        if (conv->direct) {
+            /* dxn [c, hw] = w^T [crs, k] x dyn [k, pq] */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, pq, d->k, 1.0f, w, crs,
+                        dyn, pq, 0.0f, dxn, pq);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, pq, d->k, 1.0f, w, crs,
+                        dyn, pq, 0.0f, col, pq);
+            memset(dxn, 0, (size_t)d->c * d->h * d->w * sizeof(float));
+            col2im(d, col, dxn);
+        }
+    }
+    return 0;
+}
+
+/* ---- elementwise ---------------------------------------------------------------------- */
+
+static int cpu_relu_forward(struct hp_backend *be, const float *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return 0;
+}
+
+static int cpu_relu_backward(struct hp_backend *be, const float *y, const float *dy, float *dx,
+                             size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    return 0;
+}
+
+static int cpu_add(struct hp_backend *be, const float *a, const float *b, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+    return 0;
+}
+
+static int cpu_axpy(struct hp_backend *be, float alpha, const float *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] += alpha * x[i];
+    return 0;
+}
+
+static int cpu_dropout_forward(struct hp_backend *be, const float *x, float *y, float *mask,
+                               size_t n, float p, uint64_t seed)
+{
+    const float keep = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+
+    for (size_t i = 0; i < n; i++) {
+        mask[i] = hp_rng_uniform(seed, i) < p ? 0.0f : keep;
+        y[i] = x[i] * mask[i];
+    }
+    return 0;
+}
+
+static int cpu_dropout_backward(struct hp_backend *be, const float *dy, const float *mask,
+                                float *dx, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * mask[i];
+    return 0;
+}
+
+/* ---- pooling -------------------------------------------------------------------------- */
+
+static int cpu_maxpool_forward(struct hp_backend *be, const struct hp_pool_desc *d,
+                               const float *x, float *y)
+{
+    for (int nc = 0; nc < d->n * d->c; nc++) {
+        const float *xp = x + (size_t)nc * d->h * d->w;
+        float *yp = y + (size_t)nc * d->p * d->q;
+        for (int p = 0; p < d->p; p++) {
+            for (int q = 0; q < d->q; q++) {
+                float m = -FLT_MAX;
+                for (int i = 0; i < d->kernel; i++) {
+                    const int hh = p * d->stride - d->pad + i;
+                    if (hh < 0 || hh >= d->h)
+                        continue;
+                    for (int j = 0; j < d->kernel; j++) {
+                        const int ww = q * d->stride - d->pad + j;
+                        if (ww >= 0 && ww < d->w && xp[hh * d->w + ww] > m)
+                            m = xp[hh * d->w + ww];
+                    }
+                }
+                yp[p * d->q + q] = m;
+            }
+        }
+    }
+    return 0;
+}
+
+static int cpu_maxpool_backward(struct hp_backend *be, const struct hp_pool_desc *d,
+                                const float *x, const float *y, const float *dy, float *dx)
+{
+    memset(dx, 0, (size_t)d->n * d->c * d->h * d->w * sizeof(float));
+    for (int nc = 0; nc < d->n * d->c; nc++) {
+        const float *xp = x + (size_t)nc * d->h * d->w;
+        float *dxp = dx + (size_t)nc * d->h * d->w;
+        const float *dyp = dy + (size_t)nc * d->p * d->q;
+        for (int p = 0; p < d->p; p++) {
+            for (int q = 0; q < d->q; q++) {
+                /* the first maximum of the window, in row-major order */
+                int best = -1;
+                float m = -FLT_MAX;
+                for (int i = 0; i < d->kernel; i++) {
+                    const int hh = p * d->stride - d->pad + i;
+                    if (hh < 0 || hh >= d->h)
+                        continue;
+                    for (int j = 0; j < d->kernel; j++) {
+                        const int ww = q * d->stride - d->pad + j;
+                        if (ww >= 0 && ww < d->w && (best < 0 || xp[hh * d->w + ww] > m)) {
+                            m = xp[hh * d->w + ww];
+                            best = hh * d->w + ww;
+                        }
+                    }
+                }
+                if (best >= 0)
+                    dxp[best] += dyp[p * d->q + q];
+            }
+        }
+    }
+    return 0;
+}
+
+static int cpu_avgpool_forward(struct hp_backend *be, const struct hp_pool_desc *d,
+                               const float *x, float *y)
+{
+    const float inv = 1.0f / (float)(d->kernel * d->kernel);
+
+    for (int nc = 0; nc < d->n * d->c; nc++) {
+        const float *xp = x + (size_t)nc * d->h * d->w;
+        float *yp = y + (size_t)nc * d->p * d->q;
+        for (int p = 0; p < d->p; p++) {
+            for (int q = 0; q < d->q; q++) {
+                float s = 0.0f;
+                for (int i = 0; i < d->kernel; i++) {
+                    const int hh = p * d->stride - d->pad + i;
+                    if (hh < 0 || hh >= d->h)
+                        continue;
+                    for (int j = 0; j < d->kernel; j++) {
+                        const int ww = q * d->stride - d->pad + j;
+                        if (ww >= 0 && ww < d->w)
+                            s += xp[hh * d->w + ww];
+                    }
+                }
+                yp[p * d->q + q] = s * inv;
+            }
+        }
+    }
+    return 0;
+}
+
+static int cpu_avgpool_backward(struct hp_backend *be, const struct hp_pool_desc *d,
+                                const float *dy, float *dx)
+{
+    const float inv = 1.0f / (float)(d->kernel * d->kernel);
+
+    memset(dx, 0, (size_t)d->n * d->c * d->h * d->w * sizeof(float));
+    for (int nc = 0; nc < d->n * d->c; nc++) {
+        float *dxp = dx + (size_t)nc * d->h * d->w;
+        const float *dyp = dy + (size_t)nc * d->p * d->q;
+        for (int p = 0; p < d->p; p++) {
+            for (int q = 0; q < d->q; q++) {
+                const float g = dyp[p * d->q + q] * inv;
+                for (int i = 0; i < d->kernel; i++) {
+                    const int hh = p * d->stride - d->pad + i;
+                    if (hh < 0 || hh >= d->h)
+                        continue;
+                    for (int j = 0; j < d->kernel; j++) {
+                        const int ww = q * d->stride - d->pad + j;
+                        if (ww >= 0 && ww < d->w)
+                            dxp[hh * d->w + ww] += g;
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- batch normalisation -------------------------------------------------------------- */
+
+static int cpu_bn_forward_train(struct hp_backend *be, const struct hp_bn_desc *d, const float *x,
+                                const float *gamma, const float *beta, float *y,
+                                float *running_mean, float *running_var, float *save_mean,
+                                float *save_invstd)
+{
+    const size_t m = (size_t)d->n * d->hw;
+
+    for (int c = 0; c < d->c; c++) {
+        double s = 0.0, ss = 0.0;
+        for (int n = 0; n < d->n; n++) {
+            const float *xc = x + ((size_t)n * d->c + c) * d->hw;
+            for (int i = 0; i < d->hw; i++)
+                s += xc[i];
+        }
+        const double mean = s / (double)m;
+        for (int n = 0; n < d->n; n++) {
+            const float *xc = x + ((size_t)n * d->c + c) * d->hw;
+            for (int i = 0; i < d->hw; i++) {
+                const double t = xc[i] - mean;
+                ss += t * t;
+            }
+        }
+        const double var = ss / (double)m;
+        const float invstd = (float)(1.0 / sqrt(var + d->eps));
+        const float g = gamma[c] * invstd, bb = beta[c] - (float)mean * g;
+        for (int n = 0; n < d->n; n++) {
+            const float *xc = x + ((size_t)n * d->c + c) * d->hw;
+            float *yc = y + ((size_t)n * d->c + c) * d->hw;
+            for (int i = 0; i < d->hw; i++)
+                yc[i] = xc[i] * g + bb;
+        }
+        save_mean[c] = (float)mean;
+        save_invstd[c] = invstd;
+        running_mean[c] = (1.0f - d->momentum) * running_mean[c] + d->momentum * (float)mean;
+        running_var[c] = (1.0f - d->momentum) * running_var[c] +
+                         d->momentum * (float)(m > 1 ? var * (double)m / (double)(m - 1) : var);
+    }
+    return 0;
+}
+
+static int cpu_bn_forward_eval(struct hp_backend *be, const struct hp_bn_desc *d, const float *x,
+                               const float *gamma, const float *beta, const float *running_mean,
+                               const float *running_var, float *y)
+{
+    for (int c = 0; c < d->c; c++) {
+        const float g = gamma[c] / sqrtf(running_var[c] + d->eps);
+        const float bb = beta[c] - running_mean[c] * g;
+        for (int n = 0; n < d->n; n++) {
+            const float *xc = x + ((size_t)n * d->c + c) * d->hw;
+            float *yc = y + ((size_t)n * d->c + c) * d->hw;
+            for (int i = 0; i < d->hw; i++)
+                yc[i] = xc[i] * g + bb;
+        }
+    }
+    return 0;
+}
+
+static int cpu_bn_backward(struct hp_backend *be, const struct hp_bn_desc *d, const float *x,
+                           const float *dy, const float *gamma, const float *save_mean,
+                           const float *save_invstd, float *dx, float *dgamma, float *dbeta)
+{
+    const double m = (double)d->n * d->hw;
+
+    for (int c = 0; c < d->c; c++) {
+        const float mean = save_mean[c], invstd = save_invstd[c];
+        double sdy = 0.0, sdyx = 0.0;
+        for (int n = 0; n < d->n; n++) {
+            const float *xc = x + ((size_t)n * d->c + c) * d->hw;
+            const float *dc = dy + ((size_t)n * d->c + c) * d->hw;
+            for (int i = 0; i < d->hw; i++) {
+                sdy += dc[i];
+                sdyx += dc[i] * (xc[i] - mean);
+            }
+        }
+        dbeta[c] = (float)sdy;
+        dgamma[c] = (float)(sdyx * invstd);
+        /* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)) */
+        const float k = gamma[c] * invstd;
+        const float mdy = (float)(sdy / m);
+        const float mdyx = (float)(sdyx * invstd * invstd / m);
+        for (int n = 0; n < d->n; n++) {
+            const float *xc = x + ((size_t)n * d->c + c) * d->hw;
+            const float *dc = dy + ((size_t)n * d->c + c) * d->hw;
+            float *dxc = dx + ((size_t)n * d->c + c) * d->hw;
+            for (int i = 0; i < d->hw; i++)
+                dxc[i] = k * (dc[i] - mdy - (xc[i] - mean) * mdyx);
+        }
+    }
+    return 0;
+}
+
+/* ---- loss and optimiser --------------------------------------------------------------- */
+
+static int cpu_softmax_xent(struct hp_backend *be, const float *logits, const int32_t *labels,
+                            int n, int classes, float grad_scale, float *dlogits,
+                            double *loss_sum, int *correct)
+{
+    double loss = 0.0;
+    int ok = 0;
+
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * classes;
+        int arg = 0;
+        for (int j = 1; j < classes; j++)
+            if (z[j] > z[arg])
+                arg = j;
+        const float zmax = z[arg];
+        double sum = 0.0;
+        for (int j = 0; j < classes; j++)
+            sum += exp((double)(z[j] - zmax));
+        const double lse = log(sum) + zmax;
+        loss += lse - z[labels[i]];
+        ok += arg == labels[i];
+        if (dlogits) {
+            float *dz = dlogits + (size_t)i * classes;
+            for (int j = 0; j < classes; j++) {
+                const float pj = (float)exp((double)z[j] - lse);
+                dz[j] = (pj - (j == labels[i] ? 1.0f : 0.0f)) * grad_scale;
+            }
+        }
+    }
+    *loss_sum = loss;
+    *correct = ok;
+    return 0;
+}
+
+static int cpu_sgd_update(struct hp_backend *be, float *w, const float *g, float *m, size_t n,
+                          float lr, float momentum, float wd)
+{
+    for (size_t i = 0; i < n; i++) {
+        const float gi = g[i] + wd * w[i];
+        m[i] = momentum * m[i] + gi;
+        w[i] -= lr * m[i];
+    }
+    return 0;
+}
+
+static const struct hp_backend_ops cpu_ops = {
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .gemm = cpu_gemm,
+    .bias_add = cpu_bias_add,
+    .bias_grad = cpu_bias_grad,
+    .conv_create = cpu_conv_create,
+    .conv_destroy = cpu_conv_destroy,
+    .conv_forward = cpu_conv_forward,
+    .conv_backward = cpu_conv_backward,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .maxpool_forward = cpu_maxpool_forward,
+    .maxpool_backward = cpu_maxpool_backward,
+    .avgpool_forward = cpu_avgpool_forward,
+    .avgpool_backward = cpu_avgpool_backward,
+    .bn_forward_train = cpu_bn_forward_train,
+    .bn_forward_eval = cpu_bn_forward_eval,
+    .bn_backward = cpu_bn_backward,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
+    .add = cpu_add,
+    .axpy = cpu_axpy,
+    .softmax_xent = cpu_softmax_xent,
+    .sgd_update = cpu_sgd_update,
+};
+
+void hp_backend_cpu_set_threads(int n)
+{
+    if (n >= 1)
+        openblas_set_num_threads(n);
+}
+
+int hp_backend_cpu_threads(void)
+{
+    return openblas_get_num_threads();
+}
+
+int hp_backend_cpu_create(struct hp_backend **out)
+{
+    struct hp_backend *be = calloc(1, sizeof(*be));
+
+    if (!be)
+        return -HP_ENOMEM;
+    be->ops = &cpu_ops;
+    be->kind = HP_DEVICE_CPU;
+    snprintf(be->name, sizeof(be->name), "cpu");
+    *out = be;
+    return 0;
+}

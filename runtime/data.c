@@ -1,0 +1,196 @@
+/* data.c - reading Fashion-MNIST's gzip IDX files with zlib. */
+#include "data.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define INSTALL_HINT "install it with: apt-get install dataset-fashion-mnist"
+#define IDX_IMAGES 0x00000803u
+#define IDX_LABELS 0x00000801u
+
+static const float mnist_mean = 0.2860f, mnist_std = 0.3530f;
+
+const char *hp_dataset_dir(const char *dir)
+{
+    const char *env = getenv("HETPIPE_DATA");
+
+    if (dir && *dir)
+        return dir;
+    if (env && *env)
+        return env;
+    return HP_FASHION_MNIST_DIR;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Read exactly n bytes; 0 on success, else an error message in err. */
+static int read_exact(gzFile f, void *buf, size_t n, const char **err)
+{
+    unsigned char *p = buf;
+    int zerr;
+
+    while (n > 0) {
+        unsigned chunk = n > (1u << 30) ? 1u << 30 : (unsigned)n;
+        int got = gzread(f, p, chunk);
+        if (got < 0) {
+            *err = gzerror(f, &zerr);
+            return -1;
+        }
+        if (got == 0) {
+            *err = "file is truncated";
+            return -1;
+        }
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+/* Read one IDX file: header of `ndims` dimensions after the magic, then the payload.
+ * On success *data is a new buffer of the payload and dims[] holds the sizes. */
+static int read_idx(const char *path, uint32_t magic, int ndims, uint32_t *dims,
+                    unsigned char **data, size_t *bytes)
+{
+    unsigned char hdr[16], extra;
+    const char *err = NULL;
+    unsigned char *buf = NULL;
+    size_t n = 1;
+    gzFile f;
+
+    f = gzopen(path, "rb");
+    if (!f) {
+        int e = errno ? -errno : -HP_EDATA;
+        hp_error("data file '%s': %s; %s", path, e == -ENOENT ? "not found" : hp_strerror(e),
+                 INSTALL_HINT);
+        return -HP_EDATA;
+    }
+    if (read_exact(f, hdr, 4 + 4 * (size_t)ndims, &err))
+        goto bad;
+    if (be32(hdr) != magic) {
+        hp_error("data file '%s': bad magic number 0x%08x (expected 0x%08x, an IDX %s file); "
+                 "the file is corrupt, reinstall it with: apt-get install --reinstall "
+                 "dataset-fashion-mnist",
+                 path, be32(hdr), magic, magic == IDX_IMAGES ? "image" : "label");
+        gzclose(f);
+        return -HP_EDATA;
+    }
+    for (int i = 0; i < ndims; i++) {
+        dims[i] = be32(hdr + 4 + 4 * i);
+        n *= dims[i];
+    }
+    if (n == 0 || n > ((size_t)1 << 34)) {
+        err = "implausible sizes in the header";
+        goto bad;
+    }
+    buf = malloc(n);
+    if (!buf) {
+        gzclose(f);
+        return -HP_ENOMEM;
+    }
+    if (read_exact(f, buf, n, &err))
+        goto bad;
+    if (gzread(f, &extra, 1) != 0) {
+        err = "trailing data after the last sample";
+        goto bad;
+    }
+    gzclose(f);
+    *data = buf;
+    *bytes = n;
+    return 0;
+bad:
+    hp_error("data file '%s': %s; the file is corrupt, reinstall it with: apt-get install "
+             "--reinstall dataset-fashion-mnist",
+             path, err);
+    free(buf);
+    gzclose(f);
+    return -HP_EDATA;
+}
+
+int hp_dataset_load_fashion_mnist(const char *dir, int train, struct hp_dataset *out)
+{
+    const char *base = hp_dataset_dir(dir), *split = train ? "train" : "t10k";
+    const uint32_t expect = train ? 60000 : 10000;
+    char ipath[4096], lpath[4096];
+    uint32_t idims[3], ldims[1];
+    unsigned char *img = NULL, *lab = NULL;
+    size_t ib, lb;
+    struct hp_dataset d = {0};
+    int rc;
+
+    snprintf(ipath, sizeof(ipath), "%s/%s-images-idx3-ubyte.gz", base, split);
+    snprintf(lpath, sizeof(lpath), "%s/%s-labels-idx1-ubyte.gz", base, split);
+    rc = read_idx(ipath, IDX_IMAGES, 3, idims, &img, &ib);
+    if (rc)
+        return rc;
+    rc = read_idx(lpath, IDX_LABELS, 1, ldims, &lab, &lb);
+    if (rc)
+        goto out;
+    rc = -HP_EDATA;
+    if (idims[1] != 28 || idims[2] != 28) {
+        hp_error("data file '%s': images are %ux%u, expected 28x28", ipath, idims[1], idims[2]);
+        goto out;
+    }
+    if (idims[0] != expect || ldims[0] != expect) {
+        hp_error("data files '%s' and '%s': %u images and %u labels, expected %u of each",
+                 ipath, lpath, idims[0], ldims[0], expect);
+        goto out;
+    }
+    for (uint32_t i = 0; i < ldims[0]; i++) {
+        if (lab[i] > 9) {
+            hp_error("data file '%s': label %u of sample %u is not a class 0..9", lpath, lab[i],
+                     i);
+            goto out;
+        }
+    }
+    d.n = (int)expect;
+    d.c = 1;
+    d.h = 28;
+    d.w = 28;
+    d.classes = 10;
+    d.images = malloc(ib * sizeof(float));
+    d.labels = malloc((size_t)d.n * sizeof(int32_t));
+    if (!d.images || !d.labels) {
+        hp_dataset_release(&d);
+        rc = -HP_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < ib; i++)
+        d.images[i] = ((float)img[i] / 255.0f - mnist_mean) / mnist_std;
+    for (int i = 0; i < d.n; i++)
+        d.labels[i] = lab[i];
+    *out = d;
+    rc = 0;
+out:
+    free(img);
+    free(lab);
+    return rc;
+}
+
+void hp_dataset_release(struct hp_dataset *d)
+{
+    free(d->images);
+    free(d->labels);
+    d->images = NULL;
+    d->labels = NULL;
+    d->n = 0;
+}
+
+void hp_dataset_gather(const struct hp_dataset *d, const int *idx, int n, float *images,
+                       int32_t *labels)
+{
+    const size_t sz = (size_t)d->c * d->h * d->w;
+
+    for (int i = 0; i < n; i++) {
+        memcpy(images + (size_t)i * sz, d->images + (size_t)idx[i] * sz, sz * sizeof(float));
+        labels[i] = d->labels[idx[i]];
+    }
+}

@@ -1,0 +1,40 @@
+/* data.h - data sets: Fashion-MNIST from Debian's dataset-fashion-mnist (gzip IDX files).
+ *
+ * Images are stored as floats [n, 1, 28, 28], scaled to [0, 1] and standardised with the
+ * training set's mean 0.2860 and standard deviation 0.3530; labels as int32 in [0, 10).
+ */
+#ifndef HP_DATA_H
+#define HP_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HP_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+struct hp_dataset {
+    int n;          /* samples */
+    int c, h, w;    /* shape of one sample */
+    int classes;
+    float *images;  /* [n, c, h, w], owned */
+    int32_t *labels; /* [n], owned */
+};
+
+/* The directory to read from: `dir` if not NULL, else $HETPIPE_DATA, else
+ * HP_FASHION_MNIST_DIR. Static or dir itself. */
+const char *hp_dataset_dir(const char *dir);
+
+/* Load the training (train != 0, 60000 samples) or test (10000) split from `dir` (see
+ * hp_dataset_dir). Checks the gzip stream, the IDX magic numbers (0x803 images, 0x801
+ * labels), the sizes (28x28, matching counts, no missing or trailing bytes) and the labels.
+ * A missing or corrupt file gives one error naming the file, what is wrong, and how to
+ * install the data set; returns -HP_EDATA (or -errno), and *out is untouched. */
+int hp_dataset_load_fashion_mnist(const char *dir, int train, struct hp_dataset *out);
+
+/* Free what a successful load allocated; safe on a zeroed struct. */
+void hp_dataset_release(struct hp_dataset *d);
+
+/* Copy samples idx[0..n) into images [n, c, h, w] and labels [n] (host buffers). */
+void hp_dataset_gather(const struct hp_dataset *d, const int *idx, int n, float *images,
+                       int32_t *labels);
+
+#endif

@@ -1,0 +1,318 @@
+/* layers.c - unit construction, shape inference, parameter layout and costs. */
+#include "layers.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const op_names[HP_OP_NTYPES] = {
+    [HP_OP_CONV] = "conv",       [HP_OP_LINEAR] = "linear",   [HP_OP_BN] = "batchnorm",
+    [HP_OP_RELU] = "relu",       [HP_OP_MAXPOOL] = "maxpool", [HP_OP_AVGPOOL] = "avgpool",
+    [HP_OP_FLATTEN] = "flatten", [HP_OP_DROPOUT] = "dropout", [HP_OP_ADD] = "add",
+};
+
+const char *hp_op_name(enum hp_op_type type)
+{
+    return (unsigned)type < HP_OP_NTYPES ? op_names[type] : "?";
+}
+
+void hp_unit_init(struct hp_unit *u, const char *name, const char *kind, struct hp_shape in)
+{
+    memset(u, 0, sizeof(*u));
+    snprintf(u->name, sizeof(u->name), "%s", name);
+    snprintf(u->kind, sizeof(u->kind), "%s", kind);
+    u->in = in;
+    u->out = in;
+}
+
+int hp_unit_add_op(struct hp_unit *u, const struct hp_op *proto, int in0, int in1)
+{
+    struct hp_op *op;
+
+    if (u->nops >= HP_UNIT_MAX_OPS) {
+        hp_error("unit '%s': more than %d ops", u->name, HP_UNIT_MAX_OPS);
+        return -HP_EMODEL;
+    }
+    op = &u->ops[u->nops++];
+    *op = *proto;
+    op->in[0] = in0;
+    op->in[1] = in1;
+    op->out = u->nops;
+    return op->out;
+}
+
+struct hp_shape hp_unit_tensor_shape(const struct hp_unit *u, int t)
+{
+    return t == 0 ? u->in : u->ops[t - 1].out_shape;
+}
+
+/* Output extent of a window op; <= 0 when the window does not fit. */
+static int window_out(int in, int kernel, int stride, int pad)
+{
+    if (in + 2 * pad < kernel)
+        return 0;
+    return (in + 2 * pad - kernel) / stride + 1;
+}
+
+static int infer(struct hp_unit *u, struct hp_op *op)
+{
+    struct hp_shape in = hp_unit_tensor_shape(u, op->in[0]), out = in;
+
+    op->in_shape = in;
+    switch (op->type) {
+    case HP_OP_CONV:
+        if (op->filters <= 0 || op->kernel <= 0 || op->stride <= 0 || op->pad < 0) {
+            hp_error("unit '%s': conv needs filters, kernel, stride > 0 and pad >= 0", u->name);
+            return -HP_EMODEL;
+        }
+        out.c = op->filters;
+        out.h = window_out(in.h, op->kernel, op->stride, op->pad);
+        out.w = window_out(in.w, op->kernel, op->stride, op->pad);
+        if (out.h <= 0 || out.w <= 0) {
+            hp_error("unit '%s': conv kernel %d does not fit the input %dx%d with padding %d",
+                     u->name, op->kernel, in.h, in.w, op->pad);
+            return -HP_EMODEL;
+        }
+        op->nparams = (size_t)op->filters * in.c * op->kernel * op->kernel +
+                      (op->bias ? (size_t)op->filters : 0);
+        break;
+    case HP_OP_LINEAR:
+        if (op->filters <= 0) {
+            hp_error("unit '%s': linear needs outputs > 0", u->name);
+            return -HP_EMODEL;
+        }
+        out = (struct hp_shape){op->filters, 1, 1};
+        op->nparams = (size_t)op->filters * hp_shape_size(in) + (op->bias ? op->filters : 0);
+        break;
+    case HP_OP_BN:
+        op->nparams = 2 * (size_t)in.c;
+        op->nstate = 2 * (size_t)in.c;
+        break;
+    case HP_OP_MAXPOOL:
+    case HP_OP_AVGPOOL:
+        if (op->type == HP_OP_AVGPOOL && op->kernel == 0) {
+            /* global average pooling */
+            if (in.h != in.w) {
+                hp_error("unit '%s': global pooling needs a square input, not %dx%d", u->name,
+                         in.h, in.w);
+                return -HP_EMODEL;
+            }
+            op->kernel = in.h;
+            op->stride = 1;
+            op->pad = 0;
+        }
+        if (op->kernel <= 0 || op->stride <= 0 || op->pad < 0 || op->pad * 2 > op->kernel) {
+            hp_error("unit '%s': pooling needs kernel, stride > 0 and 0 <= pad <= kernel/2",
+                     u->name);
+            return -HP_EMODEL;
+        }
+        out.h = window_out(in.h, op->kernel, op->stride, op->pad);
+        out.w = window_out(in.w, op->kernel, op->stride, op->pad);
+        if (out.h <= 0 || out.w <= 0) {
+            hp_error("unit '%s': pooling window %d does not fit the input %dx%d", u->name,
+                     op->kernel, in.h, in.w);
+            return -HP_EMODEL;
+        }
+        break;
+    case HP_OP_FLATTEN:
+        out = (struct hp_shape){(int)hp_shape_size(in), 1, 1};
+        break;
+    case HP_OP_DROPOUT:
+        if (!(op->p >= 0.0f && op->p < 1.0f)) {
+            hp_error("unit '%s': dropout p must be in [0, 1)", u->name);
+            return -HP_EMODEL;
+        }
+        break;
+    case HP_OP_ADD: {
+        struct hp_shape b = hp_unit_tensor_shape(u, op->in[1]);
+        if (b.c != in.c || b.h != in.h || b.w != in.w) {
+            hp_error("unit '%s': residual add of %dx%dx%d and %dx%dx%d", u->name, in.c, in.h,
+                     in.w, b.c, b.h, b.w);
+            return -HP_EMODEL;
+        }
+        break;
+    }
+    case HP_OP_RELU:
+        break;
+    default:
+        hp_error("unit '%s': unknown op type %d", u->name, (int)op->type);
+        return -HP_EMODEL;
+    }
+    op->out_shape = out;
+    return 0;
+}
+
+/* Per-sample costs of one op. Forward FLOPs count 2 per multiply-add for conv and linear;
+ * elementwise ops count their arithmetic (ReLU 1, batch norm 5 train, add 1, pool kernel^2).
+ * Backward FLOPs of conv and linear are twice the forward (input and weight gradients).
+ * Bytes are read + written floats, parameters included, for a roofline estimate. */
+static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
+{
+    const double in = (double)hp_shape_size(op->in_shape), out = (double)hp_shape_size(op->out_shape);
+    double macs = 0.0, fwd = 0.0, bwd = 0.0, fb, bb;
+
+    switch (op->type) {
+    case HP_OP_CONV:
+        macs = (double)op->filters * op->in_shape.c * op->kernel * op->kernel * out / op->filters;
+        fwd = 2.0 * macs + (op->bias ? out : 0.0);
+        bwd = 4.0 * macs + (op->bias ? out : 0.0);
+        if (op->kernel > 1 || op->stride > 1 || op->pad > 0) {
+            size_t ws = (size_t)op->in_shape.c * op->kernel * op->kernel *
+                        op->out_shape.h * op->out_shape.w * sizeof(float);
+            if (ws > c->workspace_bytes)
+                c->workspace_bytes = ws;
+        }
+        break;
+    case HP_OP_LINEAR:
+        macs = in * op->filters;
+        fwd = 2.0 * macs + (op->bias ? out : 0.0);
+        bwd = 4.0 * macs + (op->bias ? out : 0.0);
+        break;
+    case HP_OP_BN:
+        fwd = 5.0 * in;
+        bwd = 8.0 * in;
+        break;
+    case HP_OP_RELU:
+    case HP_OP_DROPOUT:
+    case HP_OP_ADD:
+        fwd = out;
+        bwd = out;
+        break;
+    case HP_OP_MAXPOOL:
+    case HP_OP_AVGPOOL:
+        fwd = out * op->kernel * op->kernel;
+        bwd = fwd;
+        break;
+    default:
+        break;
+    }
+    fb = 4.0 * (in + (op->type == HP_OP_ADD ? in : 0.0) + out);
+    bb = 2.0 * fb;
+    c->fwd_macs += macs;
+    c->fwd_flops += fwd;
+    c->bwd_flops += bwd;
+    c->fwd_bytes += fb;
+    c->bwd_bytes += bb;
+}
+
+int hp_unit_finish(struct hp_unit *u)
+{
+    size_t poff = 0, soff = 0;
+
+    memset(&u->cost, 0, sizeof(u->cost));
+    if (u->nops == 0) {
+        hp_error("unit '%s': no ops", u->name);
+        return -HP_EMODEL;
+    }
+    for (int i = 0; i < u->nops; i++) {
+        struct hp_op *op = &u->ops[i];
+        int rc = infer(u, op);
+        if (rc)
+            return rc;
+        op->param_off = poff;
+        op->state_off = soff;
+        poff += op->nparams;
+        soff += op->nstate;
+        op_cost(op, &u->cost);
+        u->cost.saved_bytes += hp_shape_size(op->out_shape) * sizeof(float) *
+                               (op->type == HP_OP_DROPOUT ? 2 : 1); /* + the mask */
+    }
+    u->nparams = poff;
+    u->nstate = soff;
+    u->out = u->ops[u->nops - 1].out_shape;
+    u->cost.param_bytes = poff * sizeof(float);
+    u->cost.fwd_bytes += (double)u->cost.param_bytes;
+    u->cost.bwd_bytes += 2.0 * (double)u->cost.param_bytes;
+    u->cost.state_bytes = soff * sizeof(float);
+    u->cost.out_bytes = hp_shape_size(u->out) * sizeof(float);
+    return 0;
+}
+
+static int add_conv(struct hp_unit *u, int in, int filters, int kernel, int stride, int pad,
+                    int bias)
+{
+    struct hp_op op = {.type = HP_OP_CONV, .filters = filters, .kernel = kernel,
+                       .stride = stride, .pad = pad, .bias = bias};
+    return hp_unit_add_op(u, &op, in, -1);
+}
+
+static int add_simple(struct hp_unit *u, enum hp_op_type type, int in0, int in1)
+{
+    struct hp_op op = {.type = type};
+    return hp_unit_add_op(u, &op, in0, in1);
+}
+
+int hp_unit_build_conv(struct hp_unit *u, int filters, int kernel, int stride, int pad, int bias,
+                       int bn, int relu)
+{
+    int t = add_conv(u, 0, filters, kernel, stride, pad, bias);
+    if (t > 0 && bn)
+        t = add_simple(u, HP_OP_BN, t, -1);
+    if (t > 0 && relu)
+        t = add_simple(u, HP_OP_RELU, t, -1);
+    return t < 0 ? t : hp_unit_finish(u);
+}
+
+int hp_unit_build_linear(struct hp_unit *u, int outputs, int bias, int relu)
+{
+    struct hp_op op = {.type = HP_OP_LINEAR, .filters = outputs, .bias = bias};
+    int t = hp_unit_add_op(u, &op, 0, -1);
+    if (t > 0 && relu)
+        t = add_simple(u, HP_OP_RELU, t, -1);
+    return t < 0 ? t : hp_unit_finish(u);
+}
+
+/* The shortcut of a residual block: identity (tensor 0) when the shape is kept, else a
+ * projection, 1x1 conv with the block's stride followed by batch norm. */
+static int shortcut(struct hp_unit *u, int out_c, int stride)
+{
+    int t;
+
+    if (stride == 1 && u->in.c == out_c)
+        return 0;
+    t = add_conv(u, 0, out_c, 1, stride, 0, 0);
+    return t < 0 ? t : add_simple(u, HP_OP_BN, t, -1);
+}
+
+/* basic block (ResNet-18/34): 3x3 conv (stride) - bn - relu - 3x3 conv - bn, + shortcut, relu */
+int hp_unit_build_basic(struct hp_unit *u, int filters, int stride)
+{
+    int t, s;
+
+    t = add_conv(u, 0, filters, 3, stride, 1, 0);
+    t = t < 0 ? t : add_simple(u, HP_OP_BN, t, -1);
+    t = t < 0 ? t : add_simple(u, HP_OP_RELU, t, -1);
+    t = t < 0 ? t : add_conv(u, t, filters, 3, 1, 1, 0);
+    t = t < 0 ? t : add_simple(u, HP_OP_BN, t, -1);
+    if (t < 0)
+        return t;
+    s = shortcut(u, filters, stride);
+    t = s < 0 ? s : add_simple(u, HP_OP_ADD, t, s);
+    t = t < 0 ? t : add_simple(u, HP_OP_RELU, t, -1);
+    return t < 0 ? t : hp_unit_finish(u);
+}
+
+/* bottleneck block (ResNet-50/101/152, "v1.5": the stride sits on the 3x3 conv):
+ * 1x1 conv - bn - relu - 3x3 conv (stride) - bn - relu - 1x1 conv (4 filters) - bn,
+ * + shortcut, relu */
+int hp_unit_build_bottleneck(struct hp_unit *u, int filters, int stride)
+{
+    int t, s;
+
+    t = add_conv(u, 0, filters, 1, 1, 0, 0);
+    t = t < 0 ? t : add_simple(u, HP_OP_BN, t, -1);
+    t = t < 0 ? t : add_simple(u, HP_OP_RELU, t, -1);
+    t = t < 0 ? t : add_conv(u, t, filters, 3, stride, 1, 0);
+    t = t < 0 ? t : add_simple(u, HP_OP_BN, t, -1);
+    t = t < 0 ? t : add_simple(u, HP_OP_RELU, t, -1);
+    t = t < 0 ? t : add_conv(u, t, 4 * filters, 1, 1, 0, 0);
+    t = t < 0 ? t : add_simple(u, HP_OP_BN, t, -1);
+    if (t < 0)
+        return t;
+    s = shortcut(u, 4 * filters, stride);
+    t = s < 0 ? s : add_simple(u, HP_OP_ADD, t, s);
+    t = t < 0 ? t : add_simple(u, HP_OP_RELU, t, -1);
+    return t < 0 ? t : hp_unit_finish(u);
+}

@@ -1,0 +1,107 @@
+/* layers.h - ops and units: what a model is made of, their shapes and their costs.
+ *
+ * An op is one primitive layer (a convolution, a batch norm, a ReLU, ...). A unit is what the
+ * planner partitions: an indivisible, ordered little graph of ops with one input and one
+ * output (a conv with its batch norm and ReLU, or a whole residual block). Tensors inside a
+ * unit are numbered: tensor 0 is the unit's input, every op writes one new tensor, and the
+ * last op's output is the unit's output. Shapes are per sample, [c, h, w]; a flat vector of
+ * n values is [n, 1, 1].
+ *
+ * Nothing here touches a device: this is the description that the model loader builds, the
+ * planner costs and hp_net (net.h) instantiates.
+ */
+#ifndef HP_LAYERS_H
+#define HP_LAYERS_H
+
+#include <stddef.h>
+
+#define HP_UNIT_MAX_OPS 16
+#define HP_NAME_MAX 64
+
+struct hp_shape {
+    int c, h, w;
+};
+
+static inline size_t hp_shape_size(struct hp_shape s)
+{
+    return (size_t)s.c * s.h * s.w;
+}
+
+enum hp_op_type {
+    HP_OP_CONV,    /* filters, kernel, stride, pad, bias: [c,h,w] -> [filters,p,q] */
+    HP_OP_LINEAR,  /* outputs, bias: any shape (flattened) -> [outputs,1,1] */
+    HP_OP_BN,      /* batch norm per channel, eps 1e-5, momentum 0.1 */
+    HP_OP_RELU,    /* elementwise */
+    HP_OP_MAXPOOL, /* kernel, stride, pad */
+    HP_OP_AVGPOOL, /* kernel, stride, pad (padding counted); global when kernel = 0 */
+    HP_OP_FLATTEN, /* [c,h,w] -> [chw,1,1] (a copy) */
+    HP_OP_DROPOUT, /* p */
+    HP_OP_ADD,     /* in[0] + in[1], same shapes */
+    HP_OP_NTYPES
+};
+
+struct hp_op {
+    enum hp_op_type type;
+    int in[2]; /* unit-local tensor ids; in[1] only for HP_OP_ADD */
+    int out;   /* unit-local tensor id = index of this op + 1 */
+    int filters, kernel, stride, pad, bias;
+    float p;
+    struct hp_shape in_shape, out_shape;
+    size_t param_off; /* floats into the unit's parameter block: weights, then bias / gamma, beta */
+    size_t nparams;   /* trainable floats */
+    size_t state_off; /* floats into the unit's state block (batch norm running mean, var) */
+    size_t nstate;
+};
+
+/* Costs of one unit, per sample (multiply by the minibatch size). */
+struct hp_unit_cost {
+    double fwd_macs;         /* multiply-adds of convolutions and linear layers */
+    double fwd_flops;        /* all forward floating-point operations (2 per MAC, + the rest) */
+    double bwd_flops;        /* backward: gradients of the input and of the parameters */
+    double fwd_bytes;        /* memory traffic estimate of the forward pass (roofline) */
+    double bwd_bytes;        /* of the backward pass */
+    size_t param_bytes;      /* trainable parameters (also = gradient bytes, = momentum bytes) */
+    size_t state_bytes;      /* non-trained state (batch norm running statistics) */
+    size_t out_bytes;        /* the unit's output activation (what crosses a stage boundary) */
+    size_t saved_bytes;      /* activations kept for backward, the input excluded */
+    size_t workspace_bytes;  /* largest per-sample scratch of one op (CPU im2col) */
+};
+
+struct hp_unit {
+    char name[HP_NAME_MAX];
+    char kind[16]; /* "conv", "linear", "bottleneck", ... as in the model file */
+    int nops;
+    struct hp_op ops[HP_UNIT_MAX_OPS];
+    struct hp_shape in, out;
+    size_t nparams, nstate; /* floats */
+    struct hp_unit_cost cost;
+};
+
+/* The name of an op type ("conv", "bn", ...); static. */
+const char *hp_op_name(enum hp_op_type type);
+
+/* Unit builders. Each starts from an empty unit with name and kind set (hp_unit_init), adds
+ * ops, and hp_unit_finish() infers every shape, lays out parameters and computes costs.
+ * Shapes that cannot work (a kernel larger than the padded input, mismatched residual shapes)
+ * give -HP_EMODEL with a message naming the unit and the problem. */
+void hp_unit_init(struct hp_unit *u, const char *name, const char *kind, struct hp_shape in);
+
+/* Append an op reading tensor `in0` (and `in1` for ADD, else -1); returns the new tensor id,
+ * or -HP_EMODEL if the unit is full. */
+int hp_unit_add_op(struct hp_unit *u, const struct hp_op *proto, int in0, int in1);
+
+int hp_unit_finish(struct hp_unit *u);
+
+/* The composite units. `filters` is the output channels of a conv / basic block and the
+ * width (the output is 4 x filters) of a bottleneck; a projection shortcut (1x1 conv, stride,
+ * batch norm) is added when the block changes the shape. */
+int hp_unit_build_conv(struct hp_unit *u, int filters, int kernel, int stride, int pad, int bias,
+                       int bn, int relu);
+int hp_unit_build_linear(struct hp_unit *u, int outputs, int bias, int relu);
+int hp_unit_build_basic(struct hp_unit *u, int filters, int stride);
+int hp_unit_build_bottleneck(struct hp_unit *u, int filters, int stride);
+
+/* Shape of tensor `t` of a finished unit. */
+struct hp_shape hp_unit_tensor_shape(const struct hp_unit *u, int t);
+
+#endif

@@ -1,0 +1,335 @@
+/* model.c - loading model definitions. */
+#include "model.h"
+
+#include "error.h"
+#include "ini.h"
+#include "log.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_UNITS 4096
+#define MAX_DIM 65536
+
+enum unit_type {
+    T_CONV, T_LINEAR, T_MAXPOOL, T_AVGPOOL, T_GAP, T_BN, T_RELU, T_FLATTEN, T_DROPOUT,
+    T_BASIC, T_BOTTLENECK, T_NTYPES
+};
+
+static const char *const type_words[] = {"conv",    "linear",  "maxpool", "avgpool",
+                                         "gap",     "batchnorm", "relu",  "flatten",
+                                         "dropout", "basic",   "bottleneck", NULL};
+
+/* The keys each unit type accepts (besides type and repeat). */
+static const char *const keys_conv[] = {"type", "repeat", "filters", "kernel", "stride",
+                                        "pad",  "bias",   "bn",      "relu",   NULL};
+static const char *const keys_linear[] = {"type", "repeat", "outputs", "bias", "relu", NULL};
+static const char *const keys_pool[] = {"type", "repeat", "kernel", "stride", "pad", NULL};
+static const char *const keys_none[] = {"type", "repeat", NULL};
+static const char *const keys_dropout[] = {"type", "repeat", "p", NULL};
+static const char *const keys_block[] = {"type", "repeat", "filters", "stride", NULL};
+static const char *const keys_model[] = {"name", "dataset", "input", "classes", NULL};
+
+static const char *const *const type_keys[T_NTYPES] = {
+    [T_CONV] = keys_conv,       [T_LINEAR] = keys_linear,   [T_MAXPOOL] = keys_pool,
+    [T_AVGPOOL] = keys_pool,    [T_GAP] = keys_none,        [T_BN] = keys_none,
+    [T_RELU] = keys_none,       [T_FLATTEN] = keys_none,    [T_DROPOUT] = keys_dropout,
+    [T_BASIC] = keys_block,     [T_BOTTLENECK] = keys_block,
+};
+
+static const char *const dataset_words[] = {"fashion-mnist", "imagenet", "none", NULL};
+
+void hp_model_destroy(struct hp_model *m)
+{
+    if (!m)
+        return;
+    free(m->units);
+    free(m);
+}
+
+static int parse_input(const struct hp_ini *ini, struct hp_shape *out)
+{
+    const char *v;
+    long dims[3];
+    char buf[64], *save = NULL, *tok;
+    int n = 0, rc;
+
+    rc = hp_ini_get_str(ini, "model", "input", 1, NULL, &v);
+    if (rc)
+        return rc;
+    snprintf(buf, sizeof(buf), "%s", v);
+    for (tok = strtok_r(buf, "x", &save); tok; tok = strtok_r(NULL, "x", &save)) {
+        if (n == 3 || hp_parse_long(tok, 1, MAX_DIM, &dims[n]) != 0)
+            goto bad;
+        n++;
+    }
+    if (n != 3)
+        goto bad;
+    *out = (struct hp_shape){(int)dims[0], (int)dims[1], (int)dims[2]};
+    return 0;
+bad:
+    hp_error("%s: [model]: key 'input': '%s' is not CxHxW with each size in 1..%d",
+             hp_ini_path(ini), v, MAX_DIM);
+    return -HP_EMODEL;
+}
+
+static int get_int(const struct hp_ini *ini, const char *sec, const char *key, int required,
+                   long def, long min, long *out)
+{
+    return hp_ini_get_long(ini, sec, key, required, def, min, MAX_DIM, out) ? -HP_EMODEL : 0;
+}
+
+/* Build one unit of type t from section `sec`; `first` is 0 for the 2nd..Nth repetition. */
+static int build_unit(const struct hp_ini *ini, const char *sec, enum unit_type t, int first,
+                      struct hp_unit *u)
+{
+    long filters = 0, kernel = 0, stride = 1, pad = 0, outputs = 0;
+    int bias = 1, bn = 0, relu = 0, rc = 0;
+    double p = 0.5;
+    struct hp_op op = {0};
+
+    switch (t) {
+    case T_CONV:
+        if ((rc = get_int(ini, sec, "filters", 1, 0, 1, &filters)) ||
+            (rc = get_int(ini, sec, "kernel", 1, 0, 1, &kernel)) ||
+            (rc = get_int(ini, sec, "stride", 0, 1, 1, &stride)) ||
+            (rc = get_int(ini, sec, "pad", 0, 0, 0, &pad)) ||
+            (rc = hp_ini_get_bool(ini, sec, "bn", 0, 0, &bn)) ||
+            (rc = hp_ini_get_bool(ini, sec, "bias", 0, !bn, &bias)) ||
+            (rc = hp_ini_get_bool(ini, sec, "relu", 0, 0, &relu)))
+            return -HP_EMODEL;
+        return hp_unit_build_conv(u, (int)filters, (int)kernel, first ? (int)stride : 1,
+                                  (int)pad, bias, bn, relu);
+    case T_LINEAR:
+        if ((rc = get_int(ini, sec, "outputs", 1, 0, 1, &outputs)) ||
+            (rc = hp_ini_get_bool(ini, sec, "bias", 0, 1, &bias)) ||
+            (rc = hp_ini_get_bool(ini, sec, "relu", 0, 0, &relu)))
+            return -HP_EMODEL;
+        return hp_unit_build_linear(u, (int)outputs, bias, relu);
+    case T_MAXPOOL:
+    case T_AVGPOOL:
+        if ((rc = get_int(ini, sec, "kernel", 1, 0, 1, &kernel)) ||
+            (rc = get_int(ini, sec, "stride", 0, kernel, 1, &stride)) ||
+            (rc = get_int(ini, sec, "pad", 0, 0, 0, &pad)))
+            return -HP_EMODEL;
+        op.type = t == T_MAXPOOL ? HP_OP_MAXPOOL : HP_OP_AVGPOOL;
+        op.kernel = (int)kernel;
+        op.stride = (int)stride;
+        op.pad = (int)pad;
+        break;
+    case T_GAP:
+        op.type = HP_OP_AVGPOOL; /* kernel 0: global */
+        break;
+    case T_BN:
+        op.type = HP_OP_BN;
+        break;
+    case T_RELU:
+        op.type = HP_OP_RELU;
+        break;
+    case T_FLATTEN:
+        op.type = HP_OP_FLATTEN;
+        break;
+    case T_DROPOUT:
+        if (hp_ini_get_double(ini, sec, "p", 0, 0.5, 0.0, 0.95, &p))
+            return -HP_EMODEL;
+        op.type = HP_OP_DROPOUT;
+        op.p = (float)p;
+        break;
+    case T_BASIC:
+    case T_BOTTLENECK:
+        if ((rc = get_int(ini, sec, "filters", 1, 0, 1, &filters)) ||
+            (rc = get_int(ini, sec, "stride", 0, 1, 1, &stride)))
+            return -HP_EMODEL;
+        if (t == T_BASIC)
+            return hp_unit_build_basic(u, (int)filters, first ? (int)stride : 1);
+        return hp_unit_build_bottleneck(u, (int)filters, first ? (int)stride : 1);
+    default:
+        return -HP_EMODEL;
+    }
+    rc = hp_unit_add_op(u, &op, 0, -1);
+    return rc < 0 ? rc : hp_unit_finish(u);
+}
+
+static int load_units(const struct hp_ini *ini, struct hp_model *m)
+{
+    const char *path = hp_ini_path(ini);
+    struct hp_shape cur = m->input;
+    int nsec = hp_ini_nsections(ini);
+
+    for (int s = 0; s < nsec; s++) {
+        const char *sec = hp_ini_section(ini, s);
+        long repeat;
+        int t, rc;
+
+        if (strcmp(sec, "model") == 0)
+            continue;
+        if (!hp_ini_has(ini, sec, "type")) {
+            hp_error("%s: [%s]: missing required key 'type' (every section but [model] is a "
+                     "unit)",
+                     path, sec);
+            return -HP_EMODEL;
+        }
+        if (hp_ini_get_enum(ini, sec, "type", 1, 0, type_words, &t) ||
+            hp_ini_check_keys(ini, sec, type_keys[t]) ||
+            hp_ini_get_long(ini, sec, "repeat", 0, 1, 1, MAX_UNITS, &repeat))
+            return -HP_EMODEL;
+        if (m->nunits + repeat > MAX_UNITS) {
+            hp_error("%s: more than %d units", path, MAX_UNITS);
+            return -HP_EMODEL;
+        }
+        for (long r = 0; r < repeat; r++) {
+            struct hp_unit *u = &m->units[m->nunits];
+            char name[HP_NAME_MAX];
+
+            if (repeat > 1)
+                snprintf(name, sizeof(name), "%.50s.%d", sec, (int)(r + 1));
+            else
+                snprintf(name, sizeof(name), "%s", sec);
+            hp_unit_init(u, name, type_words[t], cur);
+            rc = build_unit(ini, sec, (enum unit_type)t, r == 0, u);
+            if (rc) {
+                hp_error("%s: [%s]: invalid unit (input %dx%dx%d)", path, sec, cur.c, cur.h,
+                         cur.w);
+                return -HP_EMODEL;
+            }
+            cur = u->out;
+            m->nparams += u->nparams;
+            m->nstate += u->nstate;
+            m->nunits++;
+        }
+    }
+    if (m->nunits == 0) {
+        hp_error("%s: the model has no units", path);
+        return -HP_EMODEL;
+    }
+    if (hp_shape_size(cur) != (size_t)m->classes) {
+        hp_error("%s: the last unit outputs %dx%dx%d values, but [model] classes = %d", path,
+                 cur.c, cur.h, cur.w, m->classes);
+        return -HP_EMODEL;
+    }
+    return 0;
+}
+
+int hp_model_resolve(const char *name, char *buf, size_t n)
+{
+    char exe[PATH_MAX], dirs[6][PATH_MAX];
+    const char *env = getenv("HETPIPE_MODELS");
+    size_t len = strlen(name);
+    int nd = 0;
+    ssize_t el;
+
+    if (strchr(name, '/') || (len > 4 && strcmp(name + len - 4, ".ini") == 0)) {
+        snprintf(buf, n, "%s", name);
+        return 0;
+    }
+    if (env && *env)
+        snprintf(dirs[nd++], PATH_MAX, "%s", env);
+    snprintf(dirs[nd++], PATH_MAX, "etc/models");
+    el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (el > 0) {
+        exe[el] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(dirs[nd++], PATH_MAX, "%.3000s/../etc/models", exe);
+            snprintf(dirs[nd++], PATH_MAX, "%.3000s/../share/hetpipe/models", exe);
+        }
+    }
+    snprintf(dirs[nd++], PATH_MAX, "%s/models", HP_DATADIR);
+    for (int i = 0; i < nd; i++) {
+        snprintf(buf, n, "%.3000s/%s.ini", dirs[i], name);
+        if (access(buf, R_OK) == 0)
+            return 0;
+    }
+    hp_error("unknown model '%s': no %s.ini in $HETPIPE_MODELS, ./etc/models, %s/models or "
+             "next to the executable (give a path to an .ini file, or see etc/models)",
+             name, name, HP_DATADIR);
+    return -HP_ENOTFOUND;
+}
+
+int hp_model_load(const char *name_or_path, struct hp_model **out)
+{
+    char path[PATH_MAX];
+    struct hp_ini *ini = NULL;
+    struct hp_model *m;
+    const char *v;
+    long classes;
+    int ds, rc;
+
+    rc = hp_model_resolve(name_or_path, path, sizeof(path));
+    if (rc)
+        return rc;
+    rc = hp_ini_load(path, &ini);
+    if (rc)
+        return rc == -HP_ECONFIG ? -HP_EMODEL : rc;
+    m = calloc(1, sizeof(*m));
+    if (!m) {
+        rc = -HP_ENOMEM;
+        goto err_ini;
+    }
+    m->units = calloc(MAX_UNITS, sizeof(*m->units));
+    if (!m->units) {
+        rc = -HP_ENOMEM;
+        goto err_model;
+    }
+    rc = -HP_EMODEL;
+    if (!hp_ini_has_section(ini, "model")) {
+        hp_error("%s: missing section [model] (name, dataset, input, classes)", path);
+        goto err_model;
+    }
+    if (hp_ini_check_keys(ini, "model", keys_model) || parse_input(ini, &m->input) ||
+        hp_ini_get_long(ini, "model", "classes", 1, 0, 1, 1 << 20, &classes) ||
+        hp_ini_get_enum(ini, "model", "dataset", 0, 2, dataset_words, &ds))
+        goto err_model;
+    m->classes = (int)classes;
+    snprintf(m->dataset, sizeof(m->dataset), "%s", dataset_words[ds]);
+    if (hp_ini_get_str(ini, "model", "name", 0, NULL, &v))
+        goto err_model;
+    if (!v) {
+        const char *base = strrchr(path, '/');
+        base = base ? base + 1 : path;
+        snprintf(m->name, sizeof(m->name), "%.*s", (int)strcspn(base, "."), base);
+    } else {
+        snprintf(m->name, sizeof(m->name), "%s", v);
+    }
+    rc = load_units(ini, m);
+    if (rc)
+        goto err_model;
+    /* Give back what MAX_UNITS over-reserved. */
+    struct hp_unit *shrunk = realloc(m->units, (size_t)m->nunits * sizeof(*m->units));
+    if (shrunk)
+        m->units = shrunk;
+    hp_ini_destroy(ini);
+    *out = m;
+    return 0;
+
+err_model:
+    hp_model_destroy(m);
+err_ini:
+    hp_ini_destroy(ini);
+    return rc;
+}
+
+struct hp_unit_cost hp_model_cost(const struct hp_model *m, int u0, int u1)
+{
+    struct hp_unit_cost c = {0};
+
+    for (int i = u0; i < u1; i++) {
+        const struct hp_unit_cost *x = &m->units[i].cost;
+        c.fwd_macs += x->fwd_macs;
+        c.fwd_flops += x->fwd_flops;
+        c.bwd_flops += x->bwd_flops;
+        c.fwd_bytes += x->fwd_bytes;
+        c.bwd_bytes += x->bwd_bytes;
+        c.param_bytes += x->param_bytes;
+        c.state_bytes += x->state_bytes;
+        c.saved_bytes += x->saved_bytes;
+        c.out_bytes = x->out_bytes;
+        if (x->workspace_bytes > c.workspace_bytes)
+            c.workspace_bytes = x->workspace_bytes;
+    }
+    return c;
+}

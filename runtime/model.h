@@ -1,0 +1,51 @@
+/* model.h - model definitions: loading etc/models/NAME.ini into an ordered list of units.
+ *
+ * File format (all keys checked; unknown keys and sections are errors):
+ *
+ *   [model]
+ *   name    = cnn                   ; defaults to the file's base name
+ *   dataset = fashion-mnist         ; fashion-mnist | imagenet | none
+ *   input   = 1x28x28               ; channels x height x width
+ *   classes = 10                    ; the last unit must output this many values
+ *
+ *   [conv1]                         ; one section per unit, in order; the name is the unit's
+ *   type = conv                     ; conv | linear | maxpool | avgpool | gap | batchnorm |
+ *                                   ; relu | flatten | dropout | basic | bottleneck
+ *   ...                             ; the type's keys (see hp_model_help / README)
+ *   repeat = 1                      ; the unit N times (names get .1 .. .N; only the first
+ *                                   ; keeps stride, so a stage of residual blocks is one section)
+ */
+#ifndef HP_MODEL_H
+#define HP_MODEL_H
+
+#include "layers.h"
+
+#include <stddef.h>
+
+struct hp_model {
+    char name[HP_NAME_MAX];
+    char dataset[32];
+    struct hp_shape input;
+    int classes;
+    int nunits;
+    struct hp_unit *units; /* owned */
+    size_t nparams;        /* trainable floats over all units */
+    size_t nstate;
+};
+
+/* Load a model from a file path, or by name from the model directories (see
+ * hp_model_resolve). On success *out is new (hp_model_destroy) and 0 is returned; on error
+ * the message names the file, the section (unit) and the key. */
+int hp_model_load(const char *name_or_path, struct hp_model **out);
+void hp_model_destroy(struct hp_model *m);
+
+/* Find the file of model `name`: a path containing '/' or ending in .ini is used as is;
+ * otherwise $HETPIPE_MODELS, ./etc/models, the directory next to the executable
+ * (../etc/models, ../share/hetpipe/models) and HP_DATADIR/models are tried. Writes the path
+ * into buf (size n); returns 0, or -HP_ENOTFOUND (logged, with the places tried). */
+int hp_model_resolve(const char *name, char *buf, size_t n);
+
+/* Sum of a per-sample cost field over units [u0, u1). */
+struct hp_unit_cost hp_model_cost(const struct hp_model *m, int u0, int u1);
+
+#endif

@@ -1,0 +1,703 @@
+/* net.c - instantiating and running a range of a model's units. */
+#include "net.h"
+
+#include "error.h"
+#include "log.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ALIGN 256
+
+/* A tensor of the net: the input (id 0) or the output of one op. */
+struct net_tensor {
+    struct hp_shape shape;
+    size_t size;       /* floats per minibatch: batch x shape */
+    size_t act_off;    /* floats into a slot's activation region */
+    float *grad;       /* NULL for the input unless need_input_grad */
+    int consumers;     /* ops reading it (+1 for the net's output) */
+    int grad_ready;    /* during backward: the gradient holds a first contribution */
+};
+
+struct net_op {
+    const struct hp_op *op;
+    int unit;         /* model index */
+    int index;        /* op index in its unit */
+    int in[2], out;   /* net tensor ids */
+    float *w, *b, *gw, *gb, *rm, *rv; /* parameters (b: bias or beta; w: weights or gamma) */
+    struct hp_conv *conv;
+    size_t extra_off; /* floats into a slot's extra region: masks, batch norm saves */
+    union {
+        struct hp_conv_desc conv;
+        struct hp_pool_desc pool;
+        struct hp_bn_desc bn;
+    } d;
+};
+
+struct hp_net {
+    struct hp_backend *be;
+    const struct hp_model *model;
+    int u0, u1;
+    struct hp_net_config cfg;
+
+    int nops, ntensors;
+    struct net_op *ops;
+    struct net_tensor *tensors;
+
+    void *arena;
+    float *params, *grads, *momentum, *state;
+    size_t nparams, nstate;
+    float *acts;            /* nslots x slot_floats */
+    size_t slot_floats;     /* activations of one slot */
+    float *extra;           /* nslots x extra_floats */
+    size_t extra_floats;
+    float *workspace, *scratch;
+    int32_t *labels;
+    int32_t *labels_host;   /* staging for hp_net_loss (allocated once) */
+    struct hp_net_memory mem;
+    struct hp_net_profile *prof;
+};
+
+static size_t align_floats(size_t n)
+{
+    return (n + ALIGN / sizeof(float) - 1) & ~(ALIGN / sizeof(float) - 1);
+}
+
+void hp_net_destroy(struct hp_net *net)
+{
+    if (!net)
+        return;
+    for (int i = 0; i < net->nops; i++)
+        if (net->ops[i].conv)
+            net->be->ops->conv_destroy(net->be, net->ops[i].conv);
+    if (net->arena)
+        net->be->ops->free(net->be, net->arena);
+    free(net->labels_host);
+    free(net->ops);
+    free(net->tensors);
+    free(net);
+}
+
+/* Build the net-global op and tensor lists from the units. */
+static int build_graph(struct hp_net *net)
+{
+    const struct hp_model *m = net->model;
+    const int batch = net->cfg.batch;
+    int nops = 0, t = 0;
+
+    for (int u = net->u0; u < net->u1; u++)
+        nops += m->units[u].nops;
+    net->ops = calloc((size_t)nops, sizeof(*net->ops));
+    net->tensors = calloc((size_t)nops + 1, sizeof(*net->tensors));
+    if (!net->ops || !net->tensors)
+        return -HP_ENOMEM;
+    net->nops = nops;
+    net->ntensors = nops + 1;
+    net->tensors[0].shape = m->units[net->u0].in;
+
+    int base = 0; /* net tensor id of the current unit's input */
+    for (int u = net->u0; u < net->u1; u++) {
+        const struct hp_unit *unit = &m->units[u];
+        for (int i = 0; i < unit->nops; i++) {
+            struct net_op *o = &net->ops[t];
+            o->op = &unit->ops[i];
+            o->unit = u;
+            o->index = i;
+            /* unit-local tensor 0 is the unit's input, local tensor k > 0 is op k-1's */
+            for (int j = 0; j < 2; j++) {
+                int li = unit->ops[i].in[j];
+                o->in[j] = li < 0 ? -1 : (li == 0 ? base : base + li);
+                if (o->in[j] >= 0)
+                    net->tensors[o->in[j]].consumers++;
+            }
+            o->out = t + 1;
+            net->tensors[t + 1].shape = unit->ops[i].out_shape;
+            t++;
+        }
+        base += unit->nops;
+    }
+    net->tensors[net->ntensors - 1].consumers++; /* the output is read by the loss / next stage */
+    for (int i = 0; i < net->ntensors; i++)
+        net->tensors[i].size = (size_t)batch * hp_shape_size(net->tensors[i].shape);
+    return 0;
+}
+
+/* Fill in the backend descriptors of each op and create the convolutions. */
+static int make_descs(struct hp_net *net, size_t *ws_max)
+{
+    const int batch = net->cfg.batch;
+
+    *ws_max = 0;
+    for (int i = 0; i < net->nops; i++) {
+        struct net_op *o = &net->ops[i];
+        const struct hp_op *op = o->op;
+        struct hp_shape in = op->in_shape, out = op->out_shape;
+        size_t ws = 0;
+        int rc;
+
+        switch (op->type) {
+        case HP_OP_CONV:
+            o->d.conv = (struct hp_conv_desc){batch, in.c, in.h, in.w, out.c, op->kernel,
+                                              op->kernel, op->stride, op->pad, out.h, out.w,
+                                              op->bias};
+            rc = net->be->ops->conv_create(net->be, &o->d.conv, &o->conv, &ws);
+            if (rc)
+                return rc;
+            if (ws > *ws_max)
+                *ws_max = ws;
+            break;
+        case HP_OP_MAXPOOL:
+        case HP_OP_AVGPOOL:
+            o->d.pool = (struct hp_pool_desc){batch, in.c, in.h, in.w, op->kernel, op->stride,
+                                              op->pad, out.h, out.w};
+            break;
+        case HP_OP_BN:
+            o->d.bn = (struct hp_bn_desc){batch, in.c, in.h * in.w, 1e-5f, 0.1f};
+            break;
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+
+int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
+                  const struct hp_net_config *cfg, struct hp_net **out)
+{
+    struct hp_net *net;
+    size_t ws_bytes, off = 0, max_tensor = 0, pstart;
+    int rc;
+
+    if (u0 < 0 || u1 > model->nunits || u0 >= u1 || cfg->batch <= 0 || cfg->nslots <= 0) {
+        hp_error("net: invalid unit range [%d, %d) of %d units, batch %d or slots %d", u0, u1,
+                 model->nunits, cfg->batch, cfg->nslots);
+        return -HP_EINVAL;
+    }
+    net = calloc(1, sizeof(*net));
+    if (!net)
+        return -HP_ENOMEM;
+    net->be = be;
+    net->model = model;
+    net->u0 = u0;
+    net->u1 = u1;
+    net->cfg = *cfg;
+    rc = build_graph(net);
+    if (rc)
+        goto err;
+    rc = make_descs(net, &ws_bytes);
+    if (rc)
+        goto err;
+
+    /* Plan the arena, in floats. Parameters, gradients and momentum are parallel. */
+    for (int u = u0; u < u1; u++) {
+        net->nparams += model->units[u].nparams;
+        net->nstate += model->units[u].nstate;
+    }
+    for (int i = 0; i < net->ntensors; i++) {
+        net->tensors[i].act_off = net->slot_floats;
+        net->slot_floats += align_floats(net->tensors[i].size);
+        if (net->tensors[i].size > max_tensor)
+            max_tensor = net->tensors[i].size;
+    }
+    for (int i = 0; i < net->nops; i++) {
+        struct net_op *o = &net->ops[i];
+        o->extra_off = net->extra_floats;
+        if (o->op->type == HP_OP_DROPOUT)
+            net->extra_floats += align_floats(net->tensors[o->out].size);
+        else if (o->op->type == HP_OP_BN)
+            net->extra_floats += align_floats(2 * (size_t)o->op->in_shape.c);
+    }
+
+    struct hp_net_memory *mem = &net->mem;
+    const size_t np = align_floats(net->nparams ? net->nparams : 1);
+    const size_t ns = align_floats(net->nstate ? net->nstate : 1);
+    size_t grad_floats = 0;
+    for (int i = cfg->need_input_grad ? 0 : 1; i < net->ntensors; i++)
+        grad_floats += align_floats(net->tensors[i].size);
+    mem->params = mem->grads = mem->momentum = np * sizeof(float);
+    mem->state = ns * sizeof(float);
+    mem->activations = (size_t)cfg->nslots * net->slot_floats * sizeof(float);
+    mem->act_grads = grad_floats * sizeof(float);
+    mem->workspace = align_floats((ws_bytes + 3) / 4) * sizeof(float);
+    mem->scratch = align_floats(max_tensor) * sizeof(float);
+    mem->other = (size_t)cfg->nslots * net->extra_floats * sizeof(float) +
+                 align_floats((size_t)cfg->batch) * sizeof(int32_t);
+    mem->total = mem->params + mem->grads + mem->momentum + mem->state + mem->activations +
+                 mem->act_grads + mem->workspace + mem->scratch + mem->other;
+
+    rc = be->ops->alloc(be, mem->total, &net->arena);
+    if (rc) {
+        hp_error("net: cannot allocate %.1f MiB on %s for units [%d, %d) at batch %d",
+                 (double)mem->total / 1048576.0, be->name, u0, u1, cfg->batch);
+        goto err;
+    }
+    float *a = net->arena;
+    net->params = a + off;
+    off += np;
+    net->grads = a + off;
+    off += np;
+    net->momentum = a + off;
+    off += np;
+    net->state = a + off;
+    off += ns;
+    net->acts = a + off;
+    off += (size_t)cfg->nslots * net->slot_floats;
+    for (int i = cfg->need_input_grad ? 0 : 1; i < net->ntensors; i++) {
+        net->tensors[i].grad = a + off;
+        off += align_floats(net->tensors[i].size);
+    }
+    net->workspace = a + off;
+    off += mem->workspace / sizeof(float);
+    net->scratch = a + off;
+    off += mem->scratch / sizeof(float);
+    net->extra = a + off;
+    off += (size_t)cfg->nslots * net->extra_floats;
+    net->labels = (int32_t *)(a + off);
+    net->labels_host = calloc((size_t)cfg->batch, sizeof(int32_t));
+    if (!net->labels_host) {
+        rc = -HP_ENOMEM;
+        goto err;
+    }
+
+    /* Point each op at its parameters: units in order, ops in order (layers.h). */
+    pstart = 0;
+    size_t sstart = 0;
+    for (int i = 0; i < net->nops; i++) {
+        struct net_op *o = &net->ops[i];
+        const struct hp_op *op = o->op;
+        if (i > 0 && o->unit != net->ops[i - 1].unit) {
+            pstart += model->units[net->ops[i - 1].unit].nparams;
+            sstart += model->units[net->ops[i - 1].unit].nstate;
+        }
+        size_t p = pstart + op->param_off, nw = 0;
+        if (op->type == HP_OP_CONV)
+            nw = (size_t)op->filters * op->in_shape.c * op->kernel * op->kernel;
+        else if (op->type == HP_OP_LINEAR)
+            nw = (size_t)op->filters * hp_shape_size(op->in_shape);
+        else if (op->type == HP_OP_BN)
+            nw = (size_t)op->in_shape.c;
+        if (op->nparams) {
+            o->w = net->params + p;
+            o->gw = net->grads + p;
+            o->b = op->nparams > nw ? o->w + nw : NULL;
+            o->gb = op->nparams > nw ? o->gw + nw : NULL;
+        }
+        if (op->nstate) {
+            o->rm = net->state + sstart + op->state_off;
+            o->rv = o->rm + op->in_shape.c;
+        }
+    }
+    *out = net;
+    return 0;
+
+err:
+    hp_net_destroy(net);
+    return rc;
+}
+
+int hp_net_init_params(struct hp_net *net, uint64_t seed)
+{
+    float *hp = NULL, *hs = NULL;
+    int rc;
+
+    hp = calloc(net->nparams ? net->nparams : 1, sizeof(float));
+    hs = calloc(net->nstate ? net->nstate : 1, sizeof(float));
+    if (!hp || !hs) {
+        rc = -HP_ENOMEM;
+        goto out;
+    }
+    for (int i = 0; i < net->nops; i++) {
+        const struct net_op *o = &net->ops[i];
+        const struct hp_op *op = o->op;
+        const uint64_t s = hp_rng_derive(hp_rng_derive(seed, (uint64_t)o->unit), (uint64_t)o->index);
+        size_t p = (size_t)(o->w ? o->w - net->params : 0), nw, fan_in;
+
+        switch (op->type) {
+        case HP_OP_CONV:
+        case HP_OP_LINEAR: {
+            fan_in = op->type == HP_OP_CONV
+                         ? (size_t)op->in_shape.c * op->kernel * op->kernel
+                         : hp_shape_size(op->in_shape);
+            nw = (size_t)op->filters * fan_in;
+            const float wb = sqrtf(6.0f / (float)fan_in), bb = 1.0f / sqrtf((float)fan_in);
+            for (size_t k = 0; k < nw; k++)
+                hp[p + k] = (2.0f * hp_rng_uniform(s, k) - 1.0f) * wb;
+            if (op->bias)
+                for (int k = 0; k < op->filters; k++)
+                    hp[p + nw + k] = (2.0f * hp_rng_uniform(s, nw + k) - 1.0f) * bb;
+            break;
+        }
+        case HP_OP_BN: {
+            const int c = op->in_shape.c;
+            const size_t so = (size_t)(o->rm - net->state);
+            for (int k = 0; k < c; k++) {
+                hp[p + k] = 1.0f;
+                hp[p + c + k] = 0.0f;
+                hs[so + k] = 0.0f;
+                hs[so + c + k] = 1.0f;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    rc = net->be->ops->upload(net->be, net->params, hp, net->nparams * sizeof(float));
+    if (!rc && net->nstate)
+        rc = net->be->ops->upload(net->be, net->state, hs, net->nstate * sizeof(float));
+    if (!rc)
+        rc = net->be->ops->zero(net->be, net->momentum, net->nparams * sizeof(float));
+out:
+    free(hp);
+    free(hs);
+    return rc;
+}
+
+static float *act(struct hp_net *net, int slot, int t)
+{
+    return net->acts + (size_t)slot * net->slot_floats + net->tensors[t].act_off;
+}
+
+static float *extra(struct hp_net *net, int slot, const struct net_op *o)
+{
+    return net->extra + (size_t)slot * net->extra_floats + o->extra_off;
+}
+
+float *hp_net_input(struct hp_net *net, int slot)
+{
+    return act(net, slot, 0);
+}
+
+float *hp_net_output(struct hp_net *net, int slot)
+{
+    return act(net, slot, net->ntensors - 1);
+}
+
+float *hp_net_output_grad(struct hp_net *net)
+{
+    return net->tensors[net->ntensors - 1].grad;
+}
+
+float *hp_net_input_grad(struct hp_net *net)
+{
+    return net->tensors[0].grad;
+}
+
+int hp_net_ntensors(const struct hp_net *net)
+{
+    return net->ntensors;
+}
+
+float *hp_net_tensor(struct hp_net *net, int slot, int t)
+{
+    return act(net, slot, t);
+}
+
+float *hp_net_tensor_grad(struct hp_net *net, int t)
+{
+    return net->tensors[t].grad;
+}
+
+size_t hp_net_nparams(const struct hp_net *net)
+{
+    return net->nparams;
+}
+
+float *hp_net_params(struct hp_net *net)
+{
+    return net->params;
+}
+
+float *hp_net_grads(struct hp_net *net)
+{
+    return net->grads;
+}
+
+size_t hp_net_nstate(const struct hp_net *net)
+{
+    return net->nstate;
+}
+
+float *hp_net_state(struct hp_net *net)
+{
+    return net->state;
+}
+
+void hp_net_memory(const struct hp_net *net, struct hp_net_memory *out)
+{
+    *out = net->mem;
+}
+
+void hp_net_set_profile(struct hp_net *net, struct hp_net_profile *prof)
+{
+    net->prof = prof;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* FLOPs of one op for the whole minibatch (per-sample costs of layers.c, times batch). */
+static void op_flops(const struct hp_net *net, const struct hp_op *op, double *fwd, double *bwd)
+{
+    *fwd = 0.0;
+    *bwd = 0.0;
+    if (op->type == HP_OP_CONV || op->type == HP_OP_LINEAR) {
+        double macs = op->type == HP_OP_CONV
+                          ? (double)op->in_shape.c * op->kernel * op->kernel *
+                                hp_shape_size(op->out_shape)
+                          : (double)hp_shape_size(op->in_shape) * op->filters;
+        *fwd = 2.0 * macs * net->cfg.batch;
+        *bwd = 4.0 * macs * net->cfg.batch;
+    }
+}
+
+static void prof_add(struct hp_net *net, const struct net_op *o, int backward, double t0)
+{
+    struct hp_net_profile *p = net->prof;
+    double f, b, dt;
+
+    net->be->ops->sync(net->be);
+    dt = now_s() - t0;
+    op_flops(net, o->op, &f, &b);
+    if (backward) {
+        p->bwd_s[o->op->type] += dt;
+        p->bwd_flops[o->op->type] += b;
+        if (p->unit_bwd_s)
+            p->unit_bwd_s[o->unit] += dt;
+    } else {
+        p->fwd_s[o->op->type] += dt;
+        p->fwd_flops[o->op->type] += f;
+        if (p->unit_fwd_s)
+            p->unit_fwd_s[o->unit] += dt;
+    }
+}
+
+int hp_net_forward(struct hp_net *net, int slot, int train, uint64_t step_seed)
+{
+    struct hp_backend *be = net->be;
+    const struct hp_backend_ops *ops = be->ops;
+    int rc = 0;
+
+    if (slot < 0 || slot >= net->cfg.nslots)
+        return -HP_EINVAL;
+    for (int i = 0; i < net->nops && rc == 0; i++) {
+        struct net_op *o = &net->ops[i];
+        const struct hp_op *op = o->op;
+        const float *x = act(net, slot, o->in[0]);
+        float *y = act(net, slot, o->out);
+        const size_t n = net->tensors[o->out].size;
+        const double t0 = net->prof ? (ops->sync(be), now_s()) : 0.0;
+
+        switch (op->type) {
+        case HP_OP_CONV:
+            rc = ops->conv_forward(be, o->conv, x, o->w, o->b, y, net->workspace);
+            break;
+        case HP_OP_LINEAR: {
+            const int in = (int)hp_shape_size(op->in_shape);
+            /* y [batch, out] = x [batch, in] w^T, w [out, in] */
+            rc = ops->gemm(be, 0, 1, net->cfg.batch, op->filters, in, 1.0f, x, in, o->w, in, 0.0f,
+                           y, op->filters);
+            if (!rc && op->bias)
+                rc = ops->bias_add(be, y, o->b, net->cfg.batch, op->filters);
+            break;
+        }
+        case HP_OP_BN: {
+            float *save = extra(net, slot, o);
+            if (train)
+                rc = ops->bn_forward_train(be, &o->d.bn, x, o->w, o->b, y, o->rm, o->rv, save,
+                                           save + op->in_shape.c);
+            else
+                rc = ops->bn_forward_eval(be, &o->d.bn, x, o->w, o->b, o->rm, o->rv, y);
+            break;
+        }
+        case HP_OP_RELU:
+            rc = ops->relu_forward(be, x, y, n);
+            break;
+        case HP_OP_MAXPOOL:
+            rc = ops->maxpool_forward(be, &o->d.pool, x, y);
+            break;
+        case HP_OP_AVGPOOL:
+            rc = ops->avgpool_forward(be, &o->d.pool, x, y);
+            break;
+        case HP_OP_FLATTEN:
+            rc = ops->copy(be, y, x, n * sizeof(float));
+            break;
+        case HP_OP_DROPOUT:
+            if (train && op->p > 0.0f) {
+                uint64_t s = hp_rng_derive(hp_rng_derive(step_seed, (uint64_t)o->unit),
+                                           (uint64_t)o->index);
+                rc = ops->dropout_forward(be, x, y, extra(net, slot, o), n, op->p, s);
+            } else {
+                rc = ops->copy(be, y, x, n * sizeof(float));
+            }
+            break;
+        case HP_OP_ADD:
+            rc = ops->add(be, x, act(net, slot, o->in[1]), y, n);
+            break;
+        default:
+            rc = -HP_EINVAL;
+        }
+        if (net->prof)
+            prof_add(net, o, 0, t0);
+    }
+    return rc;
+}
+
+int hp_net_loss(struct hp_net *net, int slot, const int32_t *labels_host, int n, int grad,
+                double *loss_sum, int *correct)
+{
+    struct hp_backend *be = net->be;
+    const struct net_tensor *t = &net->tensors[net->ntensors - 1];
+    const int classes = (int)hp_shape_size(t->shape);
+    int rc;
+
+    if (n <= 0 || n > net->cfg.batch)
+        return -HP_EINVAL;
+    memcpy(net->labels_host, labels_host, (size_t)n * sizeof(int32_t));
+    for (int i = 0; i < n; i++) {
+        if (labels_host[i] < 0 || labels_host[i] >= classes) {
+            hp_error("label %d of sample %d is outside 0..%d", labels_host[i], i, classes - 1);
+            return -HP_EINVAL;
+        }
+    }
+    rc = be->ops->upload(be, net->labels, net->labels_host, (size_t)n * sizeof(int32_t));
+    if (rc)
+        return rc;
+    if (grad && n < net->cfg.batch)
+        rc = be->ops->zero(be, t->grad, t->size * sizeof(float));
+    if (rc)
+        return rc;
+    return be->ops->softmax_xent(be, hp_net_output(net, slot), net->labels, n, classes,
+                                 1.0f / (float)n, grad ? t->grad : NULL, loss_sum, correct);
+}
+
+/* Add `src` (n floats) into the gradient of tensor t: the first contribution is copied (or
+ * was written in place), later ones are added. */
+static int accumulate(struct hp_net *net, int t, const float *src)
+{
+    struct net_tensor *tt = &net->tensors[t];
+    int rc;
+
+    if (!tt->grad)
+        return 0;
+    if (!tt->grad_ready) {
+        tt->grad_ready = 1;
+        return src == tt->grad ? 0 : net->be->ops->copy(net->be, tt->grad, src, tt->size * 4);
+    }
+    rc = net->be->ops->axpy(net->be, 1.0f, src, tt->grad, tt->size);
+    return rc;
+}
+
+/* Where an op writes the gradient of its input t: straight into the tensor's gradient for
+ * the first contribution, else into scratch (then accumulate). NULL: not needed. */
+static float *grad_dst(struct hp_net *net, int t)
+{
+    struct net_tensor *tt = &net->tensors[t];
+
+    if (!tt->grad)
+        return NULL;
+    return tt->grad_ready ? net->scratch : tt->grad;
+}
+
+int hp_net_backward(struct hp_net *net, int slot)
+{
+    struct hp_backend *be = net->be;
+    const struct hp_backend_ops *ops = be->ops;
+    int rc = 0;
+
+    if (slot < 0 || slot >= net->cfg.nslots)
+        return -HP_EINVAL;
+    for (int i = 0; i < net->ntensors; i++)
+        net->tensors[i].grad_ready = 0;
+    net->tensors[net->ntensors - 1].grad_ready = 1;
+
+    for (int i = net->nops - 1; i >= 0 && rc == 0; i--) {
+        struct net_op *o = &net->ops[i];
+        const struct hp_op *op = o->op;
+        const int tin = o->in[0];
+        const float *x = act(net, slot, tin);
+        const float *y = act(net, slot, o->out);
+        const float *dy = net->tensors[o->out].grad;
+        const size_t n = net->tensors[o->out].size;
+        float *dx = grad_dst(net, tin);
+        const double t0 = net->prof ? (ops->sync(be), now_s()) : 0.0;
+
+        switch (op->type) {
+        case HP_OP_CONV:
+            rc = ops->conv_backward(be, o->conv, x, o->w, dy, dx, o->gw, o->gb, net->workspace);
+            break;
+        case HP_OP_LINEAR: {
+            const int in = (int)hp_shape_size(op->in_shape), b = net->cfg.batch;
+            /* gw [out, in] = dy^T [out, batch] x [batch, in] */
+            rc = ops->gemm(be, 1, 0, op->filters, in, b, 1.0f, dy, op->filters, x, in, 0.0f,
+                           o->gw, in);
+            if (!rc && op->bias)
+                rc = ops->bias_grad(be, dy, o->gb, b, op->filters);
+            /* dx [batch, in] = dy [batch, out] w [out, in] */
+            if (!rc && dx)
+                rc = ops->gemm(be, 0, 0, b, in, op->filters, 1.0f, dy, op->filters, o->w, in,
+                               0.0f, dx, in);
+            break;
+        }
+        case HP_OP_BN: {
+            const float *save = extra(net, slot, o);
+            /* batch norm's parameter gradients are needed even when dx is not */
+            rc = ops->bn_backward(be, &o->d.bn, x, dy, o->w, save, save + op->in_shape.c,
+                                  dx ? dx : net->scratch, o->gw, o->gb);
+            break;
+        }
+        case HP_OP_RELU:
+            if (dx)
+                rc = ops->relu_backward(be, y, dy, dx, n);
+            break;
+        case HP_OP_MAXPOOL:
+            if (dx)
+                rc = ops->maxpool_backward(be, &o->d.pool, x, y, dy, dx);
+            break;
+        case HP_OP_AVGPOOL:
+            if (dx)
+                rc = ops->avgpool_backward(be, &o->d.pool, dy, dx);
+            break;
+        case HP_OP_FLATTEN:
+            if (dx)
+                rc = ops->copy(be, dx, dy, n * sizeof(float));
+            break;
+        case HP_OP_DROPOUT:
+            if (dx && op->p > 0.0f)
+                rc = ops->dropout_backward(be, dy, extra(net, slot, o), dx, n);
+            else if (dx)
+                rc = ops->copy(be, dx, dy, n * sizeof(float));
+            break;
+        case HP_OP_ADD:
+            /* both inputs receive dy */
+            rc = accumulate(net, o->in[0], dy);
+            if (!rc)
+                rc = accumulate(net, o->in[1], dy);
+            dx = NULL;
+            break;
+        default:
+            rc = -HP_EINVAL;
+        }
+        if (!rc && dx)
+            rc = accumulate(net, tin, dx);
+        if (net->prof)
+            prof_add(net, o, 1, t0);
+    }
+    return rc;
+}
+
+int hp_net_sgd(struct hp_net *net, float lr, float momentum, float weight_decay)
+{
+    if (!net->nparams)
+        return 0;
+    return net->be->ops->sgd_update(net->be, net->params, net->grads, net->momentum, net->nparams,
+                                    lr, momentum, weight_decay);
+}

@@ -1,0 +1,103 @@
+/* net.h - a model (or a contiguous range of its units: a pipeline stage) instantiated on a
+ * backend for a fixed minibatch size, trained forward and backward.
+ *
+ * Everything is planned at creation and carved out of one device allocation: parameters,
+ * gradients, momentum, batch norm state, the activations of `nslots` minibatches in flight
+ * (every tensor of every unit, kept for backward), one set of activation gradients, the
+ * convolution workspace and a scratch tensor. Nothing is allocated in forward, backward or
+ * update.
+ *
+ * Parameters are laid out unit after unit (a unit's block is contiguous), each op's weights
+ * then its bias (or batch norm gamma then beta), in model order; so the parameters of units
+ * [u0, u1) of a model are the same floats whether one net holds them or several stages do.
+ */
+#ifndef HP_NET_H
+#define HP_NET_H
+
+#include "backend.h"
+#include "model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hp_net_config {
+    int batch;           /* minibatch size, > 0 */
+    int nslots;          /* minibatches whose activations are kept at once (>= 1) */
+    int need_input_grad; /* compute the gradient of the net's input (a stage after the first) */
+};
+
+/* Bytes a net holds, by purpose (what the planner's memory model must predict). */
+struct hp_net_memory {
+    size_t params, grads, momentum, state; /* state: batch norm running statistics */
+    size_t activations;                   /* all slots */
+    size_t act_grads;                     /* one set */
+    size_t workspace, scratch, other;     /* other: batch norm saves, dropout masks, labels */
+    size_t total;                         /* the one allocation */
+};
+
+struct hp_net;
+
+/* Instantiate units [u0, u1) of `model` on `be`. The net keeps pointers to be and model,
+ * which must outlive it. Parameters start at zero: call hp_net_init_params. */
+int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
+                  const struct hp_net_config *cfg, struct hp_net **out);
+void hp_net_destroy(struct hp_net *net);
+
+/* Deterministic initialisation from `seed`: conv and linear weights He-uniform
+ * (bound sqrt(6 / fan_in)), biases uniform in +-1/sqrt(fan_in), batch norm gamma 1, beta 0,
+ * running mean 0 and variance 1; momentum zero. Each unit's values depend only on
+ * (seed, its index in the model), not on how the model is split. */
+int hp_net_init_params(struct hp_net *net, uint64_t seed);
+
+/* Device buffers. Input of a slot: [batch, input shape of unit u0]; output of a slot:
+ * [batch, output shape of unit u1 - 1]; the gradient of the output, written by the caller
+ * (or by hp_net_loss) before backward; the gradient of the input (NULL unless
+ * need_input_grad). */
+float *hp_net_input(struct hp_net *net, int slot);
+float *hp_net_output(struct hp_net *net, int slot);
+float *hp_net_output_grad(struct hp_net *net);
+float *hp_net_input_grad(struct hp_net *net);
+
+/* Forward pass of the minibatch in `slot`. train: batch norm uses (and updates) batch
+ * statistics and dropout draws masks from step_seed; otherwise eval mode. */
+int hp_net_forward(struct hp_net *net, int slot, int train, uint64_t step_seed);
+
+/* Softmax cross-entropy of the output of `slot` against labels_host [batch] (copied to the
+ * device). Only the first n (<= batch) samples count. If grad is set, writes the mean loss's
+ * gradient (1/n scale) into the output gradient. *loss_sum and *correct as in the backend. */
+int hp_net_loss(struct hp_net *net, int slot, const int32_t *labels_host, int n, int grad,
+                double *loss_sum, int *correct);
+
+/* Backward pass of `slot` from the output gradient: parameter gradients (overwritten) and,
+ * if configured, the input gradient. Must follow a training forward of the same slot. */
+int hp_net_backward(struct hp_net *net, int slot);
+
+/* SGD step on all parameters from the current gradients. */
+int hp_net_sgd(struct hp_net *net, float lr, float momentum, float weight_decay);
+
+/* Parameters and gradients as one device vector of hp_net_nparams() floats, in model order. */
+size_t hp_net_nparams(const struct hp_net *net);
+float *hp_net_params(struct hp_net *net);
+float *hp_net_grads(struct hp_net *net);
+size_t hp_net_nstate(const struct hp_net *net);
+float *hp_net_state(struct hp_net *net);
+
+void hp_net_memory(const struct hp_net *net, struct hp_net_memory *out);
+
+/* Time spent per op type, forward and backward, and the FLOPs done there (for benchmarks
+ * and `hetpipe profile`). While a profile is attached, every op is timed between device
+ * synchronisations, which costs a little; detach with NULL. The caller owns `prof`. */
+struct hp_net_profile {
+    double fwd_s[HP_OP_NTYPES], bwd_s[HP_OP_NTYPES];
+    double fwd_flops[HP_OP_NTYPES], bwd_flops[HP_OP_NTYPES];
+    double *unit_fwd_s, *unit_bwd_s; /* optional, [model->nunits], indexed by model unit */
+};
+void hp_net_set_profile(struct hp_net *net, struct hp_net_profile *prof);
+
+/* Per-op device pointers for tests: the activation (slot) and gradient buffers of the
+ * net-global tensor `t` (0 = input; op i's output is tensor i + 1 in net order). */
+int hp_net_ntensors(const struct hp_net *net);
+float *hp_net_tensor(struct hp_net *net, int slot, int t);
+float *hp_net_tensor_grad(struct hp_net *net, int t);
+
+#endif

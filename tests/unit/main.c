@@ -1,0 +1,20 @@
+/* main.c - the unit test runner (Check). Each test_*.c contributes one suite. */
+#include "suites.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite_common());
+    int failed;
+
+    srunner_add_suite(sr, suite_layers());
+    srunner_add_suite(sr, suite_model());
+    srunner_add_suite(sr, suite_data());
+    srunner_add_suite(sr, suite_train());
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

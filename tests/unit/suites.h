@@ -1,0 +1,13 @@
+/* suites.h - the unit test suites, one per test_*.c. */
+#ifndef HP_TEST_SUITES_H
+#define HP_TEST_SUITES_H
+
+#include <check.h>
+
+Suite *suite_common(void);
+Suite *suite_layers(void);
+Suite *suite_model(void);
+Suite *suite_data(void);
+Suite *suite_train(void);
+
+#endif
