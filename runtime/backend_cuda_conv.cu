@@ -148,7 +148,7 @@ static void conv_release(struct hp_conv *cv)
 static int conv_init(struct hp_cuda *cu, struct hp_conv *cv)
 {
     const struct hp_conv_desc *d = &cv->d;
-    int on, ok, op, oq;
+    int on, ok, op, oq, rc;
 
     HP_CUDA_CHECK(cudnnCreateTensorDescriptor(&cv->xdesc));
     HP_CUDA_CHECK(cudnnCreateTensorDescriptor(&cv->ydesc));
@@ -178,9 +178,13 @@ static int conv_init(struct hp_cuda *cu, struct hp_conv *cv)
         return -HP_ESHAPE;
     }
 
-    HP_CUDA_CHECK(pick_fwd(cu, cv));
-    HP_CUDA_CHECK(pick_bwd_data(cu, cv));
-    HP_CUDA_CHECK(pick_bwd_filter(cu, cv));
+    rc = pick_fwd(cu, cv);
+    if (!rc)
+        rc = pick_bwd_data(cu, cv);
+    if (!rc)
+        rc = pick_bwd_filter(cu, cv);
+    if (rc)
+        return rc;
     cv->ws = cv->fwd_ws;
     if (cv->bwd_data_ws > cv->ws)
         cv->ws = cv->bwd_data_ws;
