@@ -53,7 +53,7 @@ CHECK_CFLAGS    := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS      := $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lm -lrt -lpthread)
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-HP_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
+HP_CFLAGS := -std=c11 -D_GNU_SOURCE -O3 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
              -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) -DHP_HAVE_CUDA=$(HAVE_CUDA) \
              -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
 HP_LDFLAGS := $(SANFLAGS)

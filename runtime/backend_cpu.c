@@ -290,8 +290,10 @@ static int cpu_relu_forward(struct hp_backend *be, const float *x, float *y, siz
 static int cpu_relu_backward(struct hp_backend *be, const float *y, const float *dy, float *dx,
                              size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        const float g = dy[i]; /* read unconditionally, so the loop vectorises */
+        dx[i] = y[i] > 0.0f ? g : 0.0f;
+    }
     return 0;
 }
 
@@ -331,9 +333,30 @@ static int cpu_dropout_backward(struct hp_backend *be, const float *dy, const fl
 
 /* ---- pooling -------------------------------------------------------------------------- */
 
+/* The common 2x2 stride-2 unpadded case, with even input sizes. */
+static int pool2x2(const struct hp_pool_desc *d)
+{
+    return d->kernel == 2 && d->stride == 2 && d->pad == 0 && d->h % 2 == 0 && d->w % 2 == 0;
+}
+
 static int cpu_maxpool_forward(struct hp_backend *be, const struct hp_pool_desc *d,
                                const float *x, float *y)
 {
+    if (pool2x2(d)) {
+        for (int nc = 0; nc < d->n * d->c; nc++) {
+            const float *xp = x + (size_t)nc * d->h * d->w;
+            float *yp = y + (size_t)nc * d->p * d->q;
+            for (int p = 0; p < d->p; p++) {
+                const float *r0 = xp + (size_t)2 * p * d->w, *r1 = r0 + d->w;
+                for (int q = 0; q < d->q; q++) {
+                    const float a = fmaxf(r0[2 * q], r0[2 * q + 1]);
+                    const float b = fmaxf(r1[2 * q], r1[2 * q + 1]);
+                    yp[p * d->q + q] = fmaxf(a, b);
+                }
+            }
+        }
+        return 0;
+    }
     for (int nc = 0; nc < d->n * d->c; nc++) {
         const float *xp = x + (size_t)nc * d->h * d->w;
         float *yp = y + (size_t)nc * d->p * d->q;
@@ -360,6 +383,32 @@ static int cpu_maxpool_forward(struct hp_backend *be, const struct hp_pool_desc 
 static int cpu_maxpool_backward(struct hp_backend *be, const struct hp_pool_desc *d,
                                 const float *x, const float *y, const float *dy, float *dx)
 {
+    if (pool2x2(d)) {
+        /* every input cell is in exactly one window: write each once, no memset */
+        for (int nc = 0; nc < d->n * d->c; nc++) {
+            const float *xp = x + (size_t)nc * d->h * d->w;
+            const float *yp = y + (size_t)nc * d->p * d->q;
+            float *dxp = dx + (size_t)nc * d->h * d->w;
+            const float *dyp = dy + (size_t)nc * d->p * d->q;
+            for (int p = 0; p < d->p; p++) {
+                const float *r0 = xp + (size_t)2 * p * d->w, *r1 = r0 + d->w;
+                float *d0 = dxp + (size_t)2 * p * d->w, *d1 = d0 + d->w;
+                for (int q = 0; q < d->q; q++) {
+                    const float m = yp[p * d->q + q], g = dyp[p * d->q + q];
+                    /* the first maximum in row-major order gets the gradient */
+                    const int a = r0[2 * q] == m;
+                    const int b = !a && r0[2 * q + 1] == m;
+                    const int c = !a && !b && r1[2 * q] == m;
+                    const int e = !a && !b && !c;
+                    d0[2 * q] = a ? g : 0.0f;
+                    d0[2 * q + 1] = b ? g : 0.0f;
+                    d1[2 * q] = c ? g : 0.0f;
+                    d1[2 * q + 1] = e ? g : 0.0f;
+                }
+            }
+        }
+        return 0;
+    }
     memset(dx, 0, (size_t)d->n * d->c * d->h * d->w * sizeof(float));
     for (int nc = 0; nc < d->n * d->c; nc++) {
         const float *xp = x + (size_t)nc * d->h * d->w;
@@ -448,6 +497,57 @@ static int cpu_avgpool_backward(struct hp_backend *be, const struct hp_pool_desc
 
 /* ---- batch normalisation -------------------------------------------------------------- */
 
+/* Sums with 8 independent accumulators (float reductions do not vectorise without
+ * reassociation; this order is fixed, so results stay deterministic). */
+static float sum_f(const float *x, int n)
+{
+    float a[8] = {0};
+    int i = 0;
+
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            a[k] += x[i + k];
+    for (; i < n; i++)
+        a[0] += x[i];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+static float sumsq_dev(const float *x, int n, float mean)
+{
+    float a[8] = {0};
+    int i = 0;
+
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            const float t = x[i + k] - mean;
+            a[k] += t * t;
+        }
+    for (; i < n; i++) {
+        const float t = x[i] - mean;
+        a[0] += t * t;
+    }
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+/* sum of dy and of dy (x - mean) */
+static void sum_dy_dyx(const float *dy, const float *x, int n, float mean, float *s1, float *s2)
+{
+    float a[8] = {0}, b[8] = {0};
+    int i = 0;
+
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            a[k] += dy[i + k];
+            b[k] += dy[i + k] * (x[i + k] - mean);
+        }
+    for (; i < n; i++) {
+        a[0] += dy[i];
+        b[0] += dy[i] * (x[i] - mean);
+    }
+    *s1 = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    *s2 = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+}
+
 static int cpu_bn_forward_train(struct hp_backend *be, const struct hp_bn_desc *d, const float *x,
                                 const float *gamma, const float *beta, float *y,
                                 float *running_mean, float *running_var, float *save_mean,
@@ -456,19 +556,16 @@ static int cpu_bn_forward_train(struct hp_backend *be, const struct hp_bn_desc *
     const size_t m = (size_t)d->n * d->hw;
 
     for (int c = 0; c < d->c; c++) {
+        /* two passes (mean, then squared deviations); each row summed in float so the loops
+         * vectorise, rows added in double */
         double s = 0.0, ss = 0.0;
         for (int n = 0; n < d->n; n++) {
-            const float *xc = x + ((size_t)n * d->c + c) * d->hw;
-            for (int i = 0; i < d->hw; i++)
-                s += xc[i];
+            s += sum_f(x + ((size_t)n * d->c + c) * d->hw, d->hw);
         }
         const double mean = s / (double)m;
+        const float fmean = (float)mean;
         for (int n = 0; n < d->n; n++) {
-            const float *xc = x + ((size_t)n * d->c + c) * d->hw;
-            for (int i = 0; i < d->hw; i++) {
-                const double t = xc[i] - mean;
-                ss += t * t;
-            }
+            ss += sumsq_dev(x + ((size_t)n * d->c + c) * d->hw, d->hw, fmean);
         }
         const double var = ss / (double)m;
         const float invstd = (float)(1.0 / sqrt(var + d->eps));
@@ -515,12 +612,11 @@ static int cpu_bn_backward(struct hp_backend *be, const struct hp_bn_desc *d, co
         const float mean = save_mean[c], invstd = save_invstd[c];
         double sdy = 0.0, sdyx = 0.0;
         for (int n = 0; n < d->n; n++) {
-            const float *xc = x + ((size_t)n * d->c + c) * d->hw;
-            const float *dc = dy + ((size_t)n * d->c + c) * d->hw;
-            for (int i = 0; i < d->hw; i++) {
-                sdy += dc[i];
-                sdyx += dc[i] * (xc[i] - mean);
-            }
+            float r1, r2;
+            sum_dy_dyx(dy + ((size_t)n * d->c + c) * d->hw, x + ((size_t)n * d->c + c) * d->hw,
+                       d->hw, mean, &r1, &r2);
+            sdy += r1;
+            sdyx += r2;
         }
         dbeta[c] = (float)sdy;
         dgamma[c] = (float)(sdyx * invstd);
