@@ -1,0 +1,887 @@
+/* check_ops.c - every op of backend.h on the CUDA backend, compared with the CPU reference.
+ *
+ * Each check fills its inputs with seeded uniform numbers (hp_rng_uniform), uploads the same
+ * values to both backends, runs the op on both, downloads the outputs and compares them
+ * element by element:
+ *
+ *     |cuda - cpu| <= atol + rtol |cpu|,   rtol = 1e-3, atol = 1e-4
+ *
+ * An output that is a sum of K terms (GEMM and convolution outputs, bias and batch-norm
+ * reductions, the loss sum) gets atol = 1e-4 sqrt(K): the two backends add in different
+ * orders, and the rounding error of a sum of K random-sign terms grows like sqrt(K). Outputs
+ * that involve no rounding (dropout masks, ReLU, max pooling forward, add, the correct count)
+ * must be equal. Two "_fp32" checks (a GEMM and a convolution, inputs in [-1, 1)) use
+ * atol = 3e-5 sqrt(K), rtol = 0: the difference of two fp32 sums has an rms of about
+ * 4e-7 sqrt(K) (ten times that leaves room for Winograd and FFT algorithms), while rounding the
+ * inputs to TF32 (10-bit mantissa) gives about 1.3e-4 sqrt(K); so they fail if cuBLAS or
+ * cuDNN used TF32 tensor cores.
+ *
+ * Output: "ok <name> maxerr=<e>" or "FAIL <name> ..." per check, then
+ * "gpu_check_ops: N passed, M failed". Exit status 0 if all passed, 1 otherwise, 77 (SKIP)
+ * when there is no CUDA device or the build has no CUDA backend.
+ */
+#include "backend.h"
+#include "error.h"
+#include "log.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RTOL 1e-3
+#define ATOL 1e-4
+#define FP32_ATOL 3e-5 /* times sqrt(K), with rtol 0, for the TF32 detectors */
+
+static struct hp_backend *be[2]; /* [0] the CPU reference, [1] CUDA */
+static int n_passed, n_failed;
+static uint64_t next_seed = 20261202;
+
+/* be[i]->ops->op(be[i], ...) */
+#define OP(i, op, ...) be[i]->ops->op(be[i], __VA_ARGS__)
+
+/* ---- reporting ------------------------------------------------------------------------ */
+
+static void report_ok(const char *name, double maxerr)
+{
+    printf("ok %s maxerr=%.3g\n", name, maxerr);
+    n_passed++;
+}
+
+static void report_fail(const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void report_fail(const char *name, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("FAIL %s ", name);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    n_failed++;
+}
+
+/* 1 if an op run on both backends returned 0 on both; else reports the failure. */
+static int both_ok(const char *name, const int rc[2])
+{
+    if (rc[0] == 0 && rc[1] == 0)
+        return 1;
+    report_fail(name, "op returned cpu %s, cuda %s (%s)", hp_errname(rc[0]), hp_errname(rc[1]),
+                hp_strerror(rc[0] ? rc[0] : rc[1]));
+    return 0;
+}
+
+static double tol_k(double k)
+{
+    return ATOL * sqrt(k);
+}
+
+/* ---- tensors on both backends --------------------------------------------------------- */
+
+/* A float tensor [n] on each backend: d[0] in CPU memory, d[1] on the device. */
+struct pair {
+    size_t n;
+    float *d[2];
+};
+
+static void pair_free(struct pair *t)
+{
+    for (int i = 0; i < 2; i++) {
+        if (t->d[i])
+            OP(i, free, t->d[i]);
+        t->d[i] = NULL;
+    }
+}
+
+/* Zeroed memory for n floats on both backends. */
+static int pair_alloc(struct pair *t, size_t n)
+{
+    int rc = 0;
+
+    t->n = n;
+    t->d[0] = t->d[1] = NULL;
+    for (int i = 0; i < 2 && !rc; i++)
+        rc = OP(i, alloc, n * sizeof(float), (void **)&t->d[i]);
+    if (rc)
+        pair_free(t);
+    return rc;
+}
+
+static int pair_upload(struct pair *t, const float *host)
+{
+    int rc = 0;
+
+    for (int i = 0; i < 2 && !rc; i++)
+        rc = OP(i, upload, t->d[i], host, t->n * sizeof(float));
+    return rc;
+}
+
+/* h[i] uniform in [lo, hi), from a fresh seed per call. */
+static void fill_rand(float *h, size_t n, float lo, float hi)
+{
+    const uint64_t seed = next_seed++;
+
+    for (size_t i = 0; i < n; i++)
+        h[i] = lo + (hi - lo) * hp_rng_uniform(seed, i);
+}
+
+/* The same n uniform numbers in [lo, hi) on both backends. */
+static int pair_rand(struct pair *t, size_t n, float lo, float hi)
+{
+    float *h = malloc(n * sizeof(float));
+    int rc;
+
+    if (!h)
+        return -HP_ENOMEM;
+    fill_rand(h, n, lo, hi);
+    rc = pair_alloc(t, n);
+    if (!rc)
+        rc = pair_upload(t, h);
+    if (rc)
+        pair_free(t);
+    free(h);
+    return rc;
+}
+
+/* Downloads t from both backends and compares all t->n elements; reports the check. */
+static void check(const char *name, const struct pair *t, double atol, double rtol)
+{
+    float *h[2];
+    double maxerr = 0.0;
+    size_t nbad = 0, first = 0;
+    int rc = 0;
+
+    h[0] = malloc(t->n * sizeof(float));
+    h[1] = malloc(t->n * sizeof(float));
+    if (!h[0] || !h[1]) {
+        rc = -HP_ENOMEM;
+        goto out;
+    }
+    for (int i = 0; i < 2 && !rc; i++)
+        rc = OP(i, download, h[i], t->d[i], t->n * sizeof(float));
+    if (rc)
+        goto out;
+    for (size_t i = 0; i < t->n; i++) {
+        const double ref = h[0][i], err = fabs((double)h[1][i] - ref);
+        if (!(err <= atol + rtol * fabs(ref)) && nbad++ == 0)
+            first = i;
+        if (!(err <= maxerr)) /* NaN sticks */
+            maxerr = err;
+    }
+    if (nbad == 0)
+        report_ok(name, maxerr);
+    else
+        report_fail(name,
+                    "maxerr=%.3g: %zu of %zu elements beyond %.3g + %.3g |cpu|; first [%zu]: "
+                    "cuda %.9g cpu %.9g",
+                    maxerr, nbad, t->n, atol, rtol, first, (double)h[1][first],
+                    (double)h[0][first]);
+out:
+    if (rc)
+        report_fail(name, "download failed: %s", hp_strerror(rc));
+    free(h[0]);
+    free(h[1]);
+}
+
+static void check_scalar(const char *name, double cuda, double cpu, double atol, double rtol)
+{
+    const double err = fabs(cuda - cpu);
+
+    if (err <= atol + rtol * fabs(cpu))
+        report_ok(name, err);
+    else
+        report_fail(name, "maxerr=%.3g: cuda %.9g cpu %.9g (allowed %.3g + %.3g |cpu|)", err,
+                    cuda, cpu, atol, rtol);
+}
+
+static void setup_failed(const char *name, int rc)
+{
+    report_fail(name, "setup failed: %s", hp_strerror(rc));
+}
+
+/* ---- memory --------------------------------------------------------------------------- */
+
+static void test_memory(void)
+{
+    const size_t n = 10007;
+    struct pair t = {0}, u = {0};
+    float *h = malloc(n * sizeof(float));
+    int rc[2], err;
+
+    err = h ? 0 : -HP_ENOMEM;
+    if (!err)
+        err = pair_alloc(&t, n);
+    if (!err)
+        err = pair_alloc(&u, n);
+    if (err) {
+        setup_failed("memory", err);
+        goto out;
+    }
+    check("alloc_zeroed", &t, 0.0, 0.0);
+
+    fill_rand(h, n, -1.0f, 1.0f);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, upload, t.d[i], h, n * sizeof(float));
+    if (!both_ok("upload", rc))
+        goto out;
+    check("upload_download", &t, 0.0, 0.0);
+
+    /* copy a middle range, then zero an unaligned part of it */
+    for (int i = 0; i < 2; i++) {
+        rc[i] = OP(i, copy, u.d[i] + 3, t.d[i] + 5, (n - 10) * sizeof(float));
+        if (!rc[i])
+            rc[i] = OP(i, zero, u.d[i] + 100, 777 * sizeof(float));
+        if (!rc[i])
+            rc[i] = be[i]->ops->sync(be[i]);
+    }
+    if (!both_ok("copy_zero", rc))
+        goto out;
+    check("copy_zero", &u, 0.0, 0.0);
+out:
+    pair_free(&t);
+    pair_free(&u);
+    free(h);
+}
+
+/* ---- GEMM ----------------------------------------------------------------------------- */
+
+/* C [m, n] (ldc) = alpha op(A) op(B) + beta C with padded leading dimensions; the whole C
+ * buffer is compared, so writes into the padding are caught too. */
+static void test_gemm(int ta, int tb, int m, int n, int k, float alpha, float beta, int pad,
+                      double atol, double rtol, const char *tag)
+{
+    const int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    const size_t asz = (size_t)(ta ? k : m) * lda, bsz = (size_t)(tb ? n : k) * ldb;
+    struct pair a = {0}, b = {0}, c = {0};
+    char name[64];
+    int rc[2];
+
+    snprintf(name, sizeof(name), "gemm_%c%c%s", ta ? 't' : 'n', tb ? 't' : 'n', tag);
+    if ((rc[0] = pair_rand(&a, asz, -1.0f, 1.0f)) || (rc[0] = pair_rand(&b, bsz, -1.0f, 1.0f)) ||
+        (rc[0] = pair_rand(&c, (size_t)m * ldc, -1.0f, 1.0f))) {
+        setup_failed(name, rc[0]);
+        goto out;
+    }
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, gemm, ta, tb, m, n, k, alpha, a.d[i], lda, b.d[i], ldb, beta, c.d[i], ldc);
+    if (both_ok(name, rc))
+        check(name, &c, atol, rtol);
+out:
+    pair_free(&a);
+    pair_free(&b);
+    pair_free(&c);
+}
+
+static void test_gemms(void)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            test_gemm(ta, tb, 37, 29, 53, 0.75f, -0.5f, 3, tol_k(53), RTOL, "");
+    test_gemm(0, 1, 128, 96, 300, 1.0f, 0.0f, 0, tol_k(300), RTOL, "_large");
+    test_gemm(1, 0, 64, 200, 1000, 0.5f, 1.0f, 0, tol_k(1000), RTOL, "_large");
+    test_gemm(0, 0, 512, 512, 512, 1.0f, 0.0f, 0, FP32_ATOL * sqrt(512), 0.0, "_fp32");
+}
+
+/* ---- bias ----------------------------------------------------------------------------- */
+
+static void test_bias(int rows, int cols)
+{
+    struct pair y = {0}, b = {0}, db = {0};
+    char name[64];
+    int rc[2];
+
+    snprintf(name, sizeof(name), "bias_add/%dx%d", rows, cols);
+    if ((rc[0] = pair_rand(&y, (size_t)rows * cols, -1.0f, 1.0f)) ||
+        (rc[0] = pair_rand(&b, (size_t)cols, -1.0f, 1.0f)) ||
+        (rc[0] = pair_rand(&db, (size_t)cols, -9.0f, 9.0f))) {
+        setup_failed(name, rc[0]);
+        goto out;
+    }
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, bias_add, y.d[i], b.d[i], rows, cols);
+    if (both_ok(name, rc))
+        check(name, &y, ATOL, RTOL);
+
+    /* db starts as garbage: it must be overwritten */
+    snprintf(name, sizeof(name), "bias_grad/%dx%d", rows, cols);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, bias_grad, y.d[i], db.d[i], rows, cols);
+    if (both_ok(name, rc))
+        check(name, &db, tol_k(rows), RTOL);
+out:
+    pair_free(&y);
+    pair_free(&b);
+    pair_free(&db);
+}
+
+/* ---- convolution ---------------------------------------------------------------------- */
+
+/* Forward, then backward with dx, dw, db pre-filled with garbage (they must be overwritten).
+ * fp32 != 0: the TF32 detector tolerances instead of the usual ones. */
+static void test_conv(const char *tag, int n, int c, int h, int w, int k, int r, int stride,
+                      int pad, int has_bias, int with_dx, int fp32)
+{
+    struct hp_conv_desc d = {n, c, h, w, k, r, r, stride, pad, 0, 0, has_bias};
+    struct hp_conv *conv[2] = {NULL, NULL};
+    void *ws[2] = {NULL, NULL};
+    struct pair x = {0}, wt = {0}, b = {0}, y = {0}, dy = {0}, dx = {0}, dw = {0}, db = {0};
+    size_t wsz[2] = {0, 0};
+    const double rtol = fp32 ? 0.0 : RTOL, atol = fp32 ? FP32_ATOL : ATOL;
+    char name[96];
+    int rc[2], err = 0;
+
+    d.p = (h + 2 * pad - r) / stride + 1;
+    d.q = (w + 2 * pad - r) / stride + 1;
+    snprintf(name, sizeof(name), "conv_create/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, conv_create, &d, &conv[i], &wsz[i]);
+    if (!both_ok(name, rc))
+        goto out;
+    for (int i = 0; i < 2 && !err; i++)
+        if (wsz[i])
+            err = OP(i, alloc, wsz[i], &ws[i]);
+    if (!err)
+        err = pair_rand(&x, (size_t)n * c * h * w, -1.0f, 1.0f);
+    if (!err)
+        err = pair_rand(&wt, (size_t)k * c * r * r, -1.0f, 1.0f);
+    if (!err)
+        err = pair_rand(&b, (size_t)k, -1.0f, 1.0f);
+    if (!err)
+        err = pair_rand(&y, (size_t)n * k * d.p * d.q, -9.0f, 9.0f);
+    if (!err)
+        err = pair_rand(&dy, (size_t)n * k * d.p * d.q, -1.0f, 1.0f);
+    if (!err)
+        err = pair_rand(&dx, (size_t)n * c * h * w, -9.0f, 9.0f);
+    if (!err)
+        err = pair_rand(&dw, (size_t)k * c * r * r, -9.0f, 9.0f);
+    if (!err)
+        err = pair_rand(&db, (size_t)k, -9.0f, 9.0f);
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+
+    snprintf(name, sizeof(name), "conv_forward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, conv_forward, conv[i], x.d[i], wt.d[i], has_bias ? b.d[i] : NULL, y.d[i],
+                   ws[i]);
+    if (both_ok(name, rc))
+        check(name, &y, atol * sqrt((double)c * r * r), rtol);
+
+    snprintf(name, sizeof(name), "conv_backward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, conv_backward, conv[i], x.d[i], wt.d[i], dy.d[i], with_dx ? dx.d[i] : NULL,
+                   dw.d[i], has_bias ? db.d[i] : NULL, ws[i]);
+    if (!both_ok(name, rc))
+        goto out;
+    if (with_dx) {
+        snprintf(name, sizeof(name), "conv_backward_dx/%s", tag);
+        check(name, &dx, atol * sqrt((double)k * r * r), rtol);
+    }
+    snprintf(name, sizeof(name), "conv_backward_dw/%s", tag);
+    check(name, &dw, atol * sqrt((double)n * d.p * d.q), rtol);
+    if (has_bias) {
+        snprintf(name, sizeof(name), "conv_backward_db/%s", tag);
+        check(name, &db, atol * sqrt((double)n * d.p * d.q), rtol);
+    }
+out:
+    pair_free(&x);
+    pair_free(&wt);
+    pair_free(&b);
+    pair_free(&y);
+    pair_free(&dy);
+    pair_free(&dx);
+    pair_free(&dw);
+    pair_free(&db);
+    for (int i = 0; i < 2; i++) {
+        if (ws[i])
+            OP(i, free, ws[i]);
+        if (conv[i])
+            be[i]->ops->conv_destroy(be[i], conv[i]);
+    }
+}
+
+static void test_convs(void)
+{
+    /*        tag                 n  c   h   w   k   r  st pad bias dx fp32 */
+    test_conv("1x1+bias", 2, 16, 9, 9, 24, 1, 1, 0, 1, 1, 0);
+    test_conv("1x1s2", 2, 8, 8, 8, 16, 1, 2, 0, 0, 1, 0);
+    test_conv("3x3p1+bias", 2, 8, 12, 10, 16, 3, 1, 1, 1, 1, 0);
+    test_conv("3x3p0", 1, 5, 7, 9, 6, 3, 1, 0, 0, 1, 0);
+    test_conv("3x3s2p1+bias", 3, 8, 11, 11, 12, 3, 2, 1, 1, 1, 0);
+    test_conv("3x3s2p0", 2, 4, 10, 9, 8, 3, 2, 0, 0, 1, 0);
+    test_conv("7x7s2p3,no_dx", 2, 3, 23, 23, 8, 7, 2, 3, 0, 0, 0);
+    test_conv("7x7s2p3+bias,no_dx", 2, 3, 32, 32, 16, 7, 2, 3, 1, 0, 0);
+    test_conv("3x3p1_fp32", 8, 64, 16, 16, 64, 3, 1, 1, 0, 1, 1);
+}
+
+/* ---- ReLU ----------------------------------------------------------------------------- */
+
+static void test_relu(void)
+{
+    const size_t n = 10007;
+    struct pair x = {0}, y = {0}, dy = {0}, dx = {0};
+    int rc[2];
+
+    if ((rc[0] = pair_rand(&x, n, -1.0f, 1.0f)) || (rc[0] = pair_rand(&y, n, -9.0f, 9.0f)) ||
+        (rc[0] = pair_rand(&dy, n, -1.0f, 1.0f)) || (rc[0] = pair_rand(&dx, n, -9.0f, 9.0f))) {
+        setup_failed("relu", rc[0]);
+        goto out;
+    }
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, relu_forward, x.d[i], y.d[i], n);
+    if (both_ok("relu_forward", rc))
+        check("relu_forward", &y, 0.0, 0.0);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, relu_backward, y.d[i], dy.d[i], dx.d[i], n);
+    if (both_ok("relu_backward", rc))
+        check("relu_backward", &dx, 0.0, 0.0);
+    /* in place: y = x, dx = dy */
+    for (int i = 0; i < 2; i++) {
+        rc[i] = OP(i, relu_forward, x.d[i], x.d[i], n);
+        if (!rc[i])
+            rc[i] = OP(i, relu_backward, x.d[i], dy.d[i], dy.d[i], n);
+    }
+    if (both_ok("relu_in_place", rc)) {
+        check("relu_forward_in_place", &x, 0.0, 0.0);
+        check("relu_backward_in_place", &dy, 0.0, 0.0);
+    }
+out:
+    pair_free(&x);
+    pair_free(&y);
+    pair_free(&dy);
+    pair_free(&dx);
+}
+
+/* ---- pooling -------------------------------------------------------------------------- */
+
+static void test_pool(int is_max, int n, int c, int h, int w, int kernel, int stride, int pad)
+{
+    struct hp_pool_desc d = {n, c, h, w, kernel, stride, pad, 0, 0};
+    struct pair x = {0}, y = {0}, dy = {0}, dx = {0};
+    const char *op = is_max ? "maxpool" : "avgpool";
+    char tag[48], name[96];
+    int rc[2];
+
+    d.p = (h + 2 * pad - kernel) / stride + 1;
+    d.q = (w + 2 * pad - kernel) / stride + 1;
+    snprintf(tag, sizeof(tag), "%dx%d,k%ds%dp%d", h, w, kernel, stride, pad);
+    snprintf(name, sizeof(name), "%s/%s", op, tag);
+    if ((rc[0] = pair_rand(&x, (size_t)n * c * h * w, -1.0f, 1.0f)) ||
+        (rc[0] = pair_rand(&y, (size_t)n * c * d.p * d.q, -9.0f, 9.0f)) ||
+        (rc[0] = pair_rand(&dy, (size_t)n * c * d.p * d.q, -1.0f, 1.0f)) ||
+        (rc[0] = pair_rand(&dx, (size_t)n * c * h * w, -9.0f, 9.0f))) {
+        setup_failed(name, rc[0]);
+        goto out;
+    }
+
+    snprintf(name, sizeof(name), "%s_forward/%s", op, tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = is_max ? OP(i, maxpool_forward, &d, x.d[i], y.d[i])
+                       : OP(i, avgpool_forward, &d, x.d[i], y.d[i]);
+    if (!both_ok(name, rc))
+        goto out;
+    /* a maximum is one of the inputs: exact; an average rounds */
+    check(name, &y, is_max ? 0.0 : ATOL, is_max ? 0.0 : RTOL);
+
+    snprintf(name, sizeof(name), "%s_backward/%s", op, tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = is_max ? OP(i, maxpool_backward, &d, x.d[i], y.d[i], dy.d[i], dx.d[i])
+                       : OP(i, avgpool_backward, &d, dy.d[i], dx.d[i]);
+    if (both_ok(name, rc))
+        check(name, &dx, ATOL, RTOL);
+out:
+    pair_free(&x);
+    pair_free(&y);
+    pair_free(&dy);
+    pair_free(&dx);
+}
+
+static void test_pools(void)
+{
+    for (int is_max = 1; is_max >= 0; is_max--) {
+        test_pool(is_max, 2, 3, 8, 8, 2, 2, 0);
+        test_pool(is_max, 2, 4, 9, 11, 3, 2, 1);  /* padded, ResNet's stem pooling */
+        test_pool(is_max, 1, 2, 8, 8, 3, 2, 0);   /* the last row and column are unused */
+        test_pool(is_max, 2, 3, 6, 7, 3, 1, 1);   /* overlapping windows */
+        test_pool(is_max, 2, 5, 7, 7, 7, 1, 0);   /* global */
+        test_pool(is_max, 3, 16, 4, 4, 4, 4, 0);  /* global, stride = kernel */
+    }
+}
+
+/* ---- batch normalisation -------------------------------------------------------------- */
+
+static void test_bn(int n, int c, int hw)
+{
+    const struct hp_bn_desc d = {n, c, hw, 1e-5f, 0.1f};
+    const size_t sz = (size_t)n * c * hw;
+    const double m = (double)n * hw;
+    struct pair x = {0}, gamma = {0}, beta = {0}, y = {0}, rmean = {0}, rvar = {0};
+    struct pair smean = {0}, sinv = {0}, dy = {0}, dx = {0}, dgamma = {0}, dbeta = {0};
+    float *h = NULL;
+    char tag[48], name[96];
+    int rc[2], err;
+
+    snprintf(tag, sizeof(tag), "%dx%dx%d", n, c, hw);
+    snprintf(name, sizeof(name), "bn/%s", tag);
+    /* x with a non-zero mean, so that mean and variance both matter */
+    err = pair_rand(&x, sz, -1.0f, 3.0f);
+    if (!err)
+        err = pair_rand(&gamma, (size_t)c, 0.5f, 1.5f);
+    if (!err)
+        err = pair_rand(&beta, (size_t)c, -0.5f, 0.5f);
+    if (!err)
+        err = pair_rand(&y, sz, -9.0f, 9.0f);
+    if (!err)
+        err = pair_rand(&rmean, (size_t)c, -0.5f, 0.5f);
+    if (!err)
+        err = pair_rand(&rvar, (size_t)c, 0.5f, 1.5f);
+    if (!err)
+        err = pair_rand(&smean, (size_t)c, -9.0f, 9.0f);
+    if (!err)
+        err = pair_rand(&sinv, (size_t)c, -9.0f, 9.0f);
+    if (!err)
+        err = pair_rand(&dy, sz, -1.0f, 1.0f);
+    if (!err)
+        err = pair_rand(&dx, sz, -9.0f, 9.0f);
+    if (!err)
+        err = pair_rand(&dgamma, (size_t)c, -9.0f, 9.0f);
+    if (!err)
+        err = pair_rand(&dbeta, (size_t)c, -9.0f, 9.0f);
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+
+    snprintf(name, sizeof(name), "bn_forward_train/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, bn_forward_train, &d, x.d[i], gamma.d[i], beta.d[i], y.d[i], rmean.d[i],
+                   rvar.d[i], smean.d[i], sinv.d[i]);
+    if (!both_ok(name, rc))
+        goto out;
+    check(name, &y, tol_k(m), RTOL);
+    snprintf(name, sizeof(name), "bn_forward_train_running_mean/%s", tag);
+    check(name, &rmean, tol_k(m), RTOL);
+    snprintf(name, sizeof(name), "bn_forward_train_running_var/%s", tag);
+    check(name, &rvar, tol_k(m), RTOL);
+    snprintf(name, sizeof(name), "bn_forward_train_save_mean/%s", tag);
+    check(name, &smean, tol_k(m), RTOL);
+    snprintf(name, sizeof(name), "bn_forward_train_save_invstd/%s", tag);
+    check(name, &sinv, tol_k(m), RTOL);
+
+    snprintf(name, sizeof(name), "bn_backward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, bn_backward, &d, x.d[i], dy.d[i], gamma.d[i], smean.d[i], sinv.d[i],
+                   dx.d[i], dgamma.d[i], dbeta.d[i]);
+    if (both_ok(name, rc)) {
+        snprintf(name, sizeof(name), "bn_backward_dx/%s", tag);
+        check(name, &dx, tol_k(m), RTOL);
+        snprintf(name, sizeof(name), "bn_backward_dgamma/%s", tag);
+        check(name, &dgamma, tol_k(m), RTOL);
+        snprintf(name, sizeof(name), "bn_backward_dbeta/%s", tag);
+        check(name, &dbeta, tol_k(m), RTOL);
+    }
+
+    /* eval with the same fresh running statistics on both backends */
+    snprintf(name, sizeof(name), "bn_forward_eval/%s", tag);
+    h = malloc((size_t)c * sizeof(float));
+    if (!h) {
+        setup_failed(name, -HP_ENOMEM);
+        goto out;
+    }
+    fill_rand(h, (size_t)c, -0.5f, 0.5f);
+    err = pair_upload(&rmean, h);
+    fill_rand(h, (size_t)c, 0.5f, 1.5f);
+    if (!err)
+        err = pair_upload(&rvar, h);
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, bn_forward_eval, &d, x.d[i], gamma.d[i], beta.d[i], rmean.d[i], rvar.d[i],
+                   y.d[i]);
+    if (both_ok(name, rc))
+        check(name, &y, ATOL, RTOL);
+out:
+    free(h);
+    pair_free(&x);
+    pair_free(&gamma);
+    pair_free(&beta);
+    pair_free(&y);
+    pair_free(&rmean);
+    pair_free(&rvar);
+    pair_free(&smean);
+    pair_free(&sinv);
+    pair_free(&dy);
+    pair_free(&dx);
+    pair_free(&dgamma);
+    pair_free(&dbeta);
+}
+
+static void test_bns(void)
+{
+    test_bn(4, 6, 25);
+    test_bn(8, 10, 1); /* after a linear layer */
+    test_bn(32, 16, 196);
+}
+
+/* ---- dropout -------------------------------------------------------------------------- */
+
+static void test_dropout(size_t n, float p, uint64_t seed)
+{
+    struct pair x = {0}, y = {0}, mask = {0}, dy = {0}, dx = {0};
+    char tag[48], name[96];
+    int rc[2];
+
+    snprintf(tag, sizeof(tag), "n%zu,p%.2f", n, (double)p);
+    snprintf(name, sizeof(name), "dropout/%s", tag);
+    if ((rc[0] = pair_rand(&x, n, -1.0f, 1.0f)) || (rc[0] = pair_rand(&y, n, -9.0f, 9.0f)) ||
+        (rc[0] = pair_rand(&mask, n, -9.0f, 9.0f)) || (rc[0] = pair_rand(&dy, n, -1.0f, 1.0f)) ||
+        (rc[0] = pair_rand(&dx, n, -9.0f, 9.0f))) {
+        setup_failed(name, rc[0]);
+        goto out;
+    }
+    snprintf(name, sizeof(name), "dropout_forward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, dropout_forward, x.d[i], y.d[i], mask.d[i], n, p, seed);
+    if (!both_ok(name, rc))
+        goto out;
+    snprintf(name, sizeof(name), "dropout_mask/%s", tag);
+    check(name, &mask, 0.0, 0.0);
+    snprintf(name, sizeof(name), "dropout_forward/%s", tag);
+    check(name, &y, 0.0, 0.0);
+    snprintf(name, sizeof(name), "dropout_backward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, dropout_backward, dy.d[i], mask.d[i], dx.d[i], n);
+    if (both_ok(name, rc))
+        check(name, &dx, 0.0, 0.0);
+out:
+    pair_free(&x);
+    pair_free(&y);
+    pair_free(&mask);
+    pair_free(&dy);
+    pair_free(&dx);
+}
+
+/* ---- add, axpy ------------------------------------------------------------------------ */
+
+static void test_add_axpy(void)
+{
+    const size_t n = 100003;
+    struct pair a = {0}, b = {0}, y = {0};
+    int rc[2];
+
+    if ((rc[0] = pair_rand(&a, n, -1.0f, 1.0f)) || (rc[0] = pair_rand(&b, n, -1.0f, 1.0f)) ||
+        (rc[0] = pair_rand(&y, n, -9.0f, 9.0f))) {
+        setup_failed("add", rc[0]);
+        goto out;
+    }
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, add, a.d[i], b.d[i], y.d[i], n);
+    if (both_ok("add", rc))
+        check("add", &y, 0.0, 0.0); /* one rounding, the same on both */
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, add, a.d[i], b.d[i], a.d[i], n);
+    if (both_ok("add_in_place", rc))
+        check("add_in_place", &a, 0.0, 0.0);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, axpy, -0.375f, b.d[i], y.d[i], n);
+    if (both_ok("axpy", rc))
+        check("axpy", &y, ATOL, RTOL); /* the device may fuse the multiply-add */
+out:
+    pair_free(&a);
+    pair_free(&b);
+    pair_free(&y);
+}
+
+/* ---- softmax cross-entropy ------------------------------------------------------------ */
+
+/* Random logits in [-3, 3); every third row has its label's logit raised so that some rows
+ * are right; row 1 is all equal with label 0 (right: the first maximum wins), row 2 all equal
+ * with the last label (wrong). Also run without dlogits. */
+static void test_xent(int n, int classes)
+{
+    const size_t sz = (size_t)n * classes;
+    struct pair z = {0}, dz = {0};
+    int32_t *lab[2] = {NULL, NULL}, *hl = malloc((size_t)n * sizeof(int32_t));
+    float *hz = malloc(sz * sizeof(float));
+    const uint64_t seed = next_seed++;
+    double loss[2] = {0.0, 0.0};
+    int correct[2] = {-1, -1}, rc[2], err = 0;
+    char tag[48], name[96];
+
+    snprintf(tag, sizeof(tag), "%dx%d", n, classes);
+    snprintf(name, sizeof(name), "softmax_xent/%s", tag);
+    if (!hl || !hz) {
+        setup_failed(name, -HP_ENOMEM);
+        goto out;
+    }
+    fill_rand(hz, sz, -3.0f, 3.0f);
+    for (int r = 0; r < n; r++) {
+        hl[r] = (int32_t)(hp_rng_uniform(seed, (uint64_t)r) * (float)classes);
+        if (hl[r] >= classes)
+            hl[r] = classes - 1;
+        if (r % 3 == 0)
+            hz[(size_t)r * classes + hl[r]] += 4.0f;
+    }
+    if (n > 2) {
+        for (int j = 0; j < classes; j++)
+            hz[(size_t)1 * classes + j] = hz[(size_t)2 * classes + j] = 0.5f;
+        hl[1] = 0;
+        hl[2] = classes - 1;
+    }
+    err = pair_alloc(&z, sz);
+    if (!err)
+        err = pair_upload(&z, hz);
+    if (!err)
+        err = pair_rand(&dz, sz, -9.0f, 9.0f);
+    for (int i = 0; i < 2 && !err; i++) {
+        err = OP(i, alloc, (size_t)n * sizeof(int32_t), (void **)&lab[i]);
+        if (!err)
+            err = OP(i, upload, lab[i], hl, (size_t)n * sizeof(int32_t));
+    }
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, softmax_xent, z.d[i], lab[i], n, classes, 1.0f / (float)n, dz.d[i], &loss[i],
+                   &correct[i]);
+    if (!both_ok(name, rc))
+        goto out;
+    snprintf(name, sizeof(name), "softmax_xent_loss_sum/%s", tag);
+    check_scalar(name, loss[1], loss[0], tol_k(n), RTOL);
+    snprintf(name, sizeof(name), "softmax_xent_correct/%s", tag);
+    if (correct[1] == correct[0])
+        report_ok(name, 0.0);
+    else
+        report_fail(name, "cuda %d cpu %d", correct[1], correct[0]);
+    snprintf(name, sizeof(name), "softmax_xent_dlogits/%s", tag);
+    check(name, &dz, ATOL, RTOL);
+
+    snprintf(name, sizeof(name), "softmax_xent_no_dlogits/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, softmax_xent, z.d[i], lab[i], n, classes, 1.0f, NULL, &loss[i],
+                   &correct[i]);
+    if (!both_ok(name, rc))
+        goto out;
+    if (fabs(loss[1] - loss[0]) <= tol_k(n) + RTOL * fabs(loss[0]) && correct[1] == correct[0])
+        report_ok(name, fabs(loss[1] - loss[0]));
+    else
+        report_fail(name, "loss cuda %.9g cpu %.9g, correct cuda %d cpu %d", loss[1], loss[0],
+                    correct[1], correct[0]);
+out:
+    for (int i = 0; i < 2; i++)
+        if (lab[i])
+            OP(i, free, lab[i]);
+    pair_free(&z);
+    pair_free(&dz);
+    free(hl);
+    free(hz);
+}
+
+/* ---- SGD ------------------------------------------------------------------------------ */
+
+/* Two steps (the second with a new gradient), momentum mu. */
+static void test_sgd(float mu)
+{
+    const size_t n = 10007;
+    struct pair w = {0}, g = {0}, m = {0};
+    float *h = malloc(n * sizeof(float));
+    char tag[32], name[64];
+    int rc[2], err;
+
+    snprintf(tag, sizeof(tag), "mu%.1f", (double)mu);
+    snprintf(name, sizeof(name), "sgd_update/%s", tag);
+    err = h ? 0 : -HP_ENOMEM;
+    if (!err)
+        err = pair_rand(&w, n, -1.0f, 1.0f);
+    if (!err)
+        err = pair_rand(&g, n, -1.0f, 1.0f);
+    if (!err)
+        err = pair_rand(&m, n, -1.0f, 1.0f);
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    for (int step = 0; step < 2; step++) {
+        if (step == 1) {
+            fill_rand(h, n, -1.0f, 1.0f);
+            err = pair_upload(&g, h);
+            if (err) {
+                setup_failed(name, err);
+                goto out;
+            }
+        }
+        for (int i = 0; i < 2; i++)
+            rc[i] = OP(i, sgd_update, w.d[i], g.d[i], m.d[i], n, 0.05f, mu, 5e-4f);
+        if (!both_ok(name, rc))
+            goto out;
+    }
+    snprintf(name, sizeof(name), "sgd_update_w/%s", tag);
+    check(name, &w, ATOL, RTOL);
+    snprintf(name, sizeof(name), "sgd_update_m/%s", tag);
+    check(name, &m, ATOL, RTOL);
+out:
+    pair_free(&w);
+    pair_free(&g);
+    pair_free(&m);
+    free(h);
+}
+
+/* ---- main ----------------------------------------------------------------------------- */
+
+int main(void)
+{
+    int rc;
+
+    rc = hp_backend_cpu_create(&be[0]);
+    if (rc) {
+        printf("gpu_check_ops: cannot create the CPU backend: %s\n", hp_strerror(rc));
+        return 1;
+    }
+    rc = hp_backend_cuda_create(0, &be[1]);
+    if (rc == -HP_ENODEV || rc == -HP_EUNSUPPORTED) {
+        printf("gpu_check_ops: SKIP: %s\n",
+               rc == -HP_ENODEV ? "no usable CUDA device or driver"
+                                : "this build has no CUDA backend (HP_CUDA=0 or no nvcc)");
+        hp_backend_destroy(be[0]);
+        return 77;
+    }
+    if (rc) {
+        printf("gpu_check_ops: cannot create the CUDA backend: %s\n", hp_strerror(rc));
+        hp_backend_destroy(be[0]);
+        return 1;
+    }
+    printf("gpu_check_ops: %s against %s\n", be[1]->name, be[0]->name);
+
+    test_memory();
+    test_gemms();
+    test_bias(33, 70);
+    test_bias(257, 70);
+    test_bias(5, 3000);
+    test_convs();
+    test_relu();
+    test_pools();
+    test_bns();
+    test_dropout(10007, 0.3f, 42);
+    test_dropout(4096, 0.5f, 0x9e3779b97f4a7c15ULL);
+    test_dropout(100, 0.0f, 7);
+    test_add_axpy();
+    test_xent(37, 10);
+    test_xent(19, 1000);
+    test_xent(5000, 7); /* more rows than the CUDA backend's initial loss scratch */
+    test_sgd(0.9f);
+    test_sgd(0.0f);
+
+    hp_backend_destroy(be[1]);
+    hp_backend_destroy(be[0]);
+    printf("gpu_check_ops: %d passed, %d failed\n", n_passed, n_failed);
+    return n_failed == 0 ? 0 : 1;
+}

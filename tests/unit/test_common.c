@@ -1,0 +1,141 @@
+/* test_common.c - error codes, strict number parsing, strict INI loading. */
+#include "suites.h"
+#include "util.h"
+
+#include "error.h"
+#include "ini.h"
+
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+
+START_TEST(strerror_codes)
+{
+    ck_assert_str_eq(hp_strerror(0), "success");
+    ck_assert_str_eq(hp_strerror(-HP_ECONFIG), "invalid configuration");
+    ck_assert_str_eq(hp_strerror(-HP_EDATA), "invalid or missing data file");
+    ck_assert_str_eq(hp_strerror(-ENOENT), strerror(ENOENT));
+    ck_assert_str_eq(hp_errname(-HP_EMODEL), "HP_EMODEL");
+    /* every code has its own message */
+    for (int a = HP_EBASE + 1; a < HP_ELAST; a++)
+        for (int b = a + 1; b < HP_ELAST; b++)
+            ck_assert_str_ne(hp_strerror(-a), hp_strerror(-b));
+}
+END_TEST
+
+START_TEST(parse_numbers_strictly)
+{
+    long v = 5;
+    double d = 1.0;
+
+    ck_assert_int_eq(hp_parse_long("12", 0, 100, &v), 0);
+    ck_assert_int_eq(v, 12);
+    ck_assert_int_eq(hp_parse_long("08", 0, 100, &v), 0); /* decimal, not octal */
+    ck_assert_int_eq(v, 8);
+    ck_assert_int_eq(hp_parse_long("12x", 0, 100, &v), -HP_EINVAL);
+    ck_assert_int_eq(hp_parse_long("", 0, 100, &v), -HP_EINVAL);
+    ck_assert_int_eq(hp_parse_long("x", 0, 100, &v), -HP_EINVAL);
+    ck_assert_int_eq(hp_parse_long("-1", 0, 100, &v), -HP_ERANGE);
+    ck_assert_int_eq(hp_parse_long("99999999999999999999", 0, 100, &v), -HP_ERANGE);
+    ck_assert_int_eq(v, 8); /* untouched on error */
+    ck_assert_int_eq(hp_parse_double("0.5", 0, 1, &d), 0);
+    ck_assert_double_eq(d, 0.5);
+    ck_assert_int_eq(hp_parse_double("0.5.1", 0, 1, &d), -HP_EINVAL);
+    ck_assert_int_eq(hp_parse_double("nan", 0, 1, &d), -HP_EINVAL);
+    ck_assert_int_eq(hp_parse_double("2", 0, 1, &d), -HP_ERANGE);
+}
+END_TEST
+
+START_TEST(ini_unknown_key_named)
+{
+    struct hp_ini *ini;
+    static const char *const allowed[] = {"alpha", "beta", NULL};
+    const char *p = test_write_file("a.ini", "[sec]\nalpha = 1\ngamma = 2\n");
+    const char *err;
+
+    ck_assert_int_eq(hp_ini_load(p, &ini), 0);
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_check_keys(ini, "sec", allowed), -HP_ECONFIG);
+    err = test_capture_end();
+    ck_assert_ptr_nonnull(strstr(err, "a.ini"));
+    ck_assert_ptr_nonnull(strstr(err, "[sec]"));
+    ck_assert_ptr_nonnull(strstr(err, "'gamma'"));
+    ck_assert_ptr_nonnull(strstr(err, "alpha, beta"));
+    hp_ini_destroy(ini);
+}
+END_TEST
+
+START_TEST(ini_numbers_and_ranges)
+{
+    struct hp_ini *ini;
+    const char *p = test_write_file("b.ini", "[s]\nn = 12x\nm = 7\nf = 0.25\nb = maybe\n"
+                                             "e = red\nz = 1e999\n");
+    const char *err;
+    long v = -1;
+    double d;
+    int b, e;
+
+    ck_assert_int_eq(hp_ini_load(p, &ini), 0);
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_get_long(ini, "s", "n", 1, 0, 0, 100, &v), -HP_ECONFIG);
+    err = test_capture_end();
+    ck_assert_ptr_nonnull(strstr(err, "key 'n'"));
+    ck_assert_ptr_nonnull(strstr(err, "'12x' is not an integer"));
+    ck_assert_int_eq(v, -1);
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_get_long(ini, "s", "m", 1, 0, 0, 5, &v), -HP_ECONFIG);
+    err = test_capture_end();
+    ck_assert_ptr_nonnull(strstr(err, "out of range (allowed: 0 to 5)"));
+    ck_assert_int_eq(hp_ini_get_long(ini, "s", "m", 1, 0, 0, 10, &v), 0);
+    ck_assert_int_eq(v, 7);
+    ck_assert_int_eq(hp_ini_get_long(ini, "s", "absent", 0, 3, 0, 10, &v), 0);
+    ck_assert_int_eq(v, 3);
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_get_long(ini, "s", "absent", 1, 3, 0, 10, &v), -HP_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(test_capture_end(), "missing required key 'absent'"));
+    ck_assert_int_eq(hp_ini_get_double(ini, "s", "f", 1, 0, 0, 1, &d), 0);
+    ck_assert_double_eq(d, 0.25);
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_get_double(ini, "s", "z", 1, 0, 0, 1, &d), -HP_ECONFIG);
+    ck_assert_int_eq(hp_ini_get_bool(ini, "s", "b", 1, 0, &b), -HP_ECONFIG);
+    static const char *const colours[] = {"green", "blue", NULL};
+    ck_assert_int_eq(hp_ini_get_enum(ini, "s", "e", 1, 0, colours, &e), -HP_ECONFIG);
+    err = test_capture_end();
+    ck_assert_ptr_nonnull(strstr(err, "not a boolean"));
+    ck_assert_ptr_nonnull(strstr(err, "unknown value 'red' (allowed: green, blue)"));
+    hp_ini_destroy(ini);
+}
+END_TEST
+
+START_TEST(ini_missing_and_broken_files)
+{
+    struct hp_ini *ini = NULL;
+    const char *err;
+
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_load("/nonexistent/x.ini", &ini), -ENOENT);
+    err = test_capture_end();
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/x.ini"));
+    ck_assert_ptr_null(ini);
+    const char *p = test_write_file("c.ini", "[s\nkey = 1\n");
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_load(p, &ini), -HP_ECONFIG);
+    err = test_capture_end();
+    ck_assert_ptr_nonnull(strstr(err, "c.ini"));
+    ck_assert_ptr_null(ini);
+}
+END_TEST
+
+Suite *suite_common(void)
+{
+    Suite *s = suite_create("common");
+    TCase *t = tcase_create("common");
+
+    tcase_add_test(t, strerror_codes);
+    tcase_add_test(t, parse_numbers_strictly);
+    tcase_add_test(t, ini_unknown_key_named);
+    tcase_add_test(t, ini_numbers_and_ranges);
+    tcase_add_test(t, ini_missing_and_broken_files);
+    suite_add_tcase(s, t);
+    return s;
+}
