@@ -33,6 +33,8 @@ int hp_cuda_status(cudaError_t st, const char *call, const char *file, int line)
 {
     if (st == cudaSuccess)
         return 0;
+    /* reset the runtime's last error, so that a later launch check does not report it again */
+    (void)cudaGetLastError();
     hp_error("cuda: %.*s failed: %s (%s) (%s:%d)", call_name_len(call), call,
              cudaGetErrorString(st), cudaGetErrorName(st), file, line);
     return st == cudaErrorMemoryAllocation ? -HP_ENOMEM : -HP_EBACKEND;
@@ -56,6 +58,8 @@ int hp_cuda_status(cudnnStatus_t st, const char *call, const char *file, int lin
     /* cuDNN 9 keeps a message about the last failure; it says which parameter was wrong. */
     detail[0] = '\0';
     cudnnGetLastErrorString(detail, sizeof(detail));
+    for (size_t n = strlen(detail); n > 0 && (detail[n - 1] == '\n' || detail[n - 1] == ' ');)
+        detail[--n] = '\0';
     hp_error("cuda: %.*s failed: %s%s%s (%s:%d)", call_name_len(call), call,
              cudnnGetErrorString(st), detail[0] ? ": " : "", detail, file, line);
     return -HP_EBACKEND;
@@ -67,14 +71,17 @@ static int cuda_alloc(struct hp_backend *be, size_t bytes, void **ptr)
 {
     struct hp_cuda *cu = hp_cuda_of(be);
     void *p = NULL;
+    cudaError_t st;
     int rc;
 
     if (bytes == 0)
         return -HP_EINVAL;
-    rc = HP_CUDA_CALL(cudaMalloc(&p, bytes));
-    if (rc) {
-        hp_error("cuda: cannot allocate %zu bytes on %s", bytes, be->name);
-        return rc;
+    st = cudaMalloc(&p, bytes);
+    if (st != cudaSuccess) {
+        (void)cudaGetLastError();
+        hp_error("cuda: cannot allocate %zu bytes on %s: %s", bytes, be->name,
+                 cudaGetErrorString(st));
+        return st == cudaErrorMemoryAllocation ? -HP_ENOMEM : -HP_EBACKEND;
     }
     /* Zeroed in stream order, so that every later op on the stream sees zeros. */
     rc = HP_CUDA_CALL(cudaMemsetAsync(p, 0, bytes, cu->stream));
