@@ -27,11 +27,18 @@ static const float one = 1.0f, zero = 0.0f;
 /* ---- algorithm choice ----------------------------------------------------------------- */
 
 /* Each picker takes cuDNN's heuristic ranking (cudnnGet*Algorithm_v7, no benchmarking) and
- * keeps the first algorithm that reports success and whose workspace, asked again for the
- * descriptor as set (FMA math), fits HP_CUDA_CONV_WS_CAP. The ranking lists the algorithm's
- * own math type, which we do not adopt: the descriptor stays CUDNN_FMA_MATH, as PyTorch does
- * with TF32 disabled. If nothing fits, ALGO_0 (implicit GEMM), which needs little or no
- * workspace, is the fallback. */
+ * keeps the first entry that reports success, is not a tensor-op one, and whose workspace,
+ * asked again for the descriptor as set, fits HP_CUDA_CONV_WS_CAP. The descriptor is
+ * CUDNN_FMA_MATH before the query and stays so (cuDNN then ranks FMA configurations; PyTorch,
+ * with TF32 off, asserts that the chosen entry's math type is FMA and sets it on the
+ * descriptor, which is what we have). If nothing qualifies, ALGO_0 (implicit GEMM), which
+ * needs little or no workspace, is the fallback. No preference is given to deterministic
+ * algorithms: the non-deterministic ones (atomics) may be chosen for backward. */
+static int tensor_op(cudnnMathType_t m)
+{
+    return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
 static int pick_fwd(struct hp_cuda *cu, struct hp_conv *cv)
 {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -43,7 +50,7 @@ static int pick_fwd(struct hp_cuda *cu, struct hp_conv *cv)
                                                          &count, perf));
     for (int i = 0; i < count; i++) {
         size_t bytes = 0;
-        if (perf[i].status != CUDNN_STATUS_SUCCESS)
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || tensor_op(perf[i].mathType))
             continue;
         if (cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, cv->xdesc, cv->wdesc, cv->cdesc,
                                                     cv->ydesc, perf[i].algo,
@@ -71,7 +78,7 @@ static int pick_bwd_data(struct hp_cuda *cu, struct hp_conv *cv)
         CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
     for (int i = 0; i < count; i++) {
         size_t bytes = 0;
-        if (perf[i].status != CUDNN_STATUS_SUCCESS)
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || tensor_op(perf[i].mathType))
             continue;
         if (cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, cv->wdesc, cv->ydesc,
                                                          cv->cdesc, cv->xdesc, perf[i].algo,
@@ -100,7 +107,7 @@ static int pick_bwd_filter(struct hp_cuda *cu, struct hp_conv *cv)
         CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
     for (int i = 0; i < count; i++) {
         size_t bytes = 0;
-        if (perf[i].status != CUDNN_STATUS_SUCCESS)
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || tensor_op(perf[i].mathType))
             continue;
         if (cudnnGetConvolutionBackwardFilterWorkspaceSize(cu->cudnn, cv->xdesc, cv->ydesc,
                                                            cv->cdesc, cv->wdesc, perf[i].algo,

@@ -108,6 +108,7 @@ static __global__ void xent_rows_kernel(const float *logits, const int32_t *labe
     }
     if (dlogits) {
         float *dz = dlogits + row * (size_t)classes;
+        __syncthreads(); /* z[label] is read above before dlogits, if it is logits, changes */
         for (int j = threadIdx.x; j < classes; j += blockDim.x) {
             const float pj = expf(z[j] - zmax) / sum;
             dz[j] = (pj - (j == label ? 1.0f : 0.0f)) * grad_scale;

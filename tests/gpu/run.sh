@@ -73,7 +73,8 @@ echo "tests/gpu: nvidia-smi -L:"
 printf '%s\n' "$gpus"
 
 # gpu_check_ops exits 77 without a usable device; with a GPU listed above, that is a failure.
-step check_ops build/tests/gpu_check_ops
+# At debug level the CUDA backend also logs the cuDNN algorithms it picks for each shape.
+step check_ops env HETPIPE_LOG=debug build/tests/gpu_check_ops
 step time_cnn_cuda build/hetpipe time --model cnn --batch 32 --device cuda --steps 50
 step time_vgg19_cuda build/hetpipe time --model vgg19 --batch 32 --device cuda --steps 10
 step time_cnn_cpu build/hetpipe time --model cnn --batch 32 --device cpu --steps 50
