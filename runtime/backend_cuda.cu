@@ -267,8 +267,7 @@ extern "C" int hp_backend_cuda_device_count(void)
 
     if (st != cudaSuccess) {
         (void)cudaGetLastError(); /* clear it, so that it is not reported by a later call */
-        hp_debug("cuda: no usable device: %s (%s)", cudaGetErrorString(st),
-                 cudaGetErrorName(st));
+        hp_debug("cuda: no usable device: %s (%s)", cudaGetErrorString(st), cudaGetErrorName(st));
         return 0;
     }
     return count;

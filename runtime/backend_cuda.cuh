@@ -99,8 +99,8 @@ int hp_cuda_maxpool_backward(struct hp_backend *be, const struct hp_pool_desc *d
                              const float *y, const float *dy, float *dx);
 int hp_cuda_avgpool_forward(struct hp_backend *be, const struct hp_pool_desc *d, const float *x,
                             float *y);
-int hp_cuda_avgpool_backward(struct hp_backend *be, const struct hp_pool_desc *d,
-                             const float *dy, float *dx);
+int hp_cuda_avgpool_backward(struct hp_backend *be, const struct hp_pool_desc *d, const float *dy,
+                             float *dx);
 
 /* backend_cuda_bn.cu: batch normalisation (cuDNN, spatial mode). */
 int hp_cuda_bn_forward_train(struct hp_backend *be, const struct hp_bn_desc *d, const float *x,

@@ -78,7 +78,6 @@ int hp_cuda_bn_backward(struct hp_backend *be, const struct hp_bn_desc *d, const
         return rc;
     HP_CUDA_CHECK(cudnnBatchNormalizationBackward(
         cu->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, cu->xdesc, x, cu->xdesc, dy,
-        cu->xdesc, dx, cu->statdesc, gamma, dgamma, dbeta, (double)d->eps, save_mean,
-        save_invstd));
+        cu->xdesc, dx, cu->statdesc, gamma, dgamma, dbeta, (double)d->eps, save_mean, save_invstd));
     return 0;
 }

@@ -44,10 +44,9 @@ static int pick_fwd(struct hp_cuda *cu, struct hp_conv *cv)
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int count = 0;
 
-    HP_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cu->cudnn, cv->xdesc, cv->wdesc,
-                                                         cv->cdesc, cv->ydesc,
-                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                         &count, perf));
+    HP_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+        cu->cudnn, cv->xdesc, cv->wdesc, cv->cdesc, cv->ydesc, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+        &count, perf));
     for (int i = 0; i < count; i++) {
         size_t bytes = 0;
         if (perf[i].status != CUDNN_STATUS_SUCCESS || tensor_op(perf[i].mathType))
@@ -62,9 +61,8 @@ static int pick_fwd(struct hp_cuda *cu, struct hp_conv *cv)
         return 0;
     }
     cv->fwd_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-    HP_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cu->cudnn, cv->xdesc, cv->wdesc,
-                                                          cv->cdesc, cv->ydesc, cv->fwd_algo,
-                                                          &cv->fwd_ws));
+    HP_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        cu->cudnn, cv->xdesc, cv->wdesc, cv->cdesc, cv->ydesc, cv->fwd_algo, &cv->fwd_ws));
     return 0;
 }
 
@@ -80,8 +78,8 @@ static int pick_bwd_data(struct hp_cuda *cu, struct hp_conv *cv)
         size_t bytes = 0;
         if (perf[i].status != CUDNN_STATUS_SUCCESS || tensor_op(perf[i].mathType))
             continue;
-        if (cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, cv->wdesc, cv->ydesc,
-                                                         cv->cdesc, cv->xdesc, perf[i].algo,
+        if (cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, cv->wdesc, cv->ydesc, cv->cdesc,
+                                                         cv->xdesc, perf[i].algo,
                                                          &bytes) != CUDNN_STATUS_SUCCESS ||
             bytes > HP_CUDA_CONV_WS_CAP)
             continue;
@@ -90,10 +88,9 @@ static int pick_bwd_data(struct hp_cuda *cu, struct hp_conv *cv)
         return 0;
     }
     cv->bwd_data_algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-    HP_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(cu->cudnn, cv->wdesc, cv->ydesc,
-                                                               cv->cdesc, cv->xdesc,
-                                                               cv->bwd_data_algo,
-                                                               &cv->bwd_data_ws));
+    HP_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        cu->cudnn, cv->wdesc, cv->ydesc, cv->cdesc, cv->xdesc, cv->bwd_data_algo,
+        &cv->bwd_data_ws));
     return 0;
 }
 
@@ -119,10 +116,9 @@ static int pick_bwd_filter(struct hp_cuda *cu, struct hp_conv *cv)
         return 0;
     }
     cv->bwd_filter_algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
-    HP_CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cu->cudnn, cv->xdesc, cv->ydesc,
-                                                                 cv->cdesc, cv->wdesc,
-                                                                 cv->bwd_filter_algo,
-                                                                 &cv->bwd_filter_ws));
+    HP_CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        cu->cudnn, cv->xdesc, cv->ydesc, cv->cdesc, cv->wdesc, cv->bwd_filter_algo,
+        &cv->bwd_filter_ws));
     return 0;
 }
 
@@ -166,13 +162,12 @@ static int conv_init(struct hp_cuda *cu, struct hp_conv *cv)
                                              d->c, d->h, d->w));
     HP_CUDA_CHECK(cudnnSetTensor4dDescriptor(cv->ydesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
                                              d->k, d->p, d->q));
-    HP_CUDA_CHECK(cudnnSetTensor4dDescriptor(cv->bdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                             d->k, 1, 1));
+    HP_CUDA_CHECK(
+        cudnnSetTensor4dDescriptor(cv->bdesc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, d->k, 1, 1));
     HP_CUDA_CHECK(cudnnSetFilter4dDescriptor(cv->wdesc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->k,
                                              d->c, d->r, d->s));
-    HP_CUDA_CHECK(cudnnSetConvolution2dDescriptor(cv->cdesc, d->pad, d->pad, d->stride,
-                                                  d->stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                  CUDNN_DATA_FLOAT));
+    HP_CUDA_CHECK(cudnnSetConvolution2dDescriptor(cv->cdesc, d->pad, d->pad, d->stride, d->stride,
+                                                  1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     HP_CUDA_CHECK(cudnnSetConvolutionGroupCount(cv->cdesc, 1));
     /* FMA only: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for fp32 on sm_80+. */
     HP_CUDA_CHECK(cudnnSetConvolutionMathType(cv->cdesc, CUDNN_FMA_MATH));
@@ -273,14 +268,14 @@ int hp_cuda_conv_backward(struct hp_backend *be, struct hp_conv *conv, const flo
         return -HP_EINVAL;
     /* beta = 0 everywhere: the outputs are overwritten, never accumulated into. */
     if (conv->d.has_bias)
-        HP_CUDA_CHECK(cudnnConvolutionBackwardBias(cu->cudnn, &one, conv->ydesc, dy, &zero,
-                                                   conv->bdesc, db));
+        HP_CUDA_CHECK(
+            cudnnConvolutionBackwardBias(cu->cudnn, &one, conv->ydesc, dy, &zero, conv->bdesc, db));
     HP_CUDA_CHECK(cudnnConvolutionBackwardFilter(cu->cudnn, &one, conv->xdesc, x, conv->ydesc, dy,
                                                  conv->cdesc, conv->bwd_filter_algo, ws,
                                                  conv->bwd_filter_ws, &zero, conv->wdesc, dw));
     if (dx)
-        HP_CUDA_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &one, conv->wdesc, w, conv->ydesc,
-                                                   dy, conv->cdesc, conv->bwd_data_algo, ws,
+        HP_CUDA_CHECK(cudnnConvolutionBackwardData(cu->cudnn, &one, conv->wdesc, w, conv->ydesc, dy,
+                                                   conv->cdesc, conv->bwd_data_algo, ws,
                                                    conv->bwd_data_ws, &zero, conv->xdesc, dx));
     return 0;
 }
@@ -360,15 +355,15 @@ int hp_cuda_avgpool_forward(struct hp_backend *be, const struct hp_pool_desc *d,
 
 /* cudnnPoolingBackward takes y and x as well, which average pooling does not depend on; dy and
  * dx, of the same shapes, stand in for them so that valid device memory is passed. */
-int hp_cuda_avgpool_backward(struct hp_backend *be, const struct hp_pool_desc *d,
-                             const float *dy, float *dx)
+int hp_cuda_avgpool_backward(struct hp_backend *be, const struct hp_pool_desc *d, const float *dy,
+                             float *dx)
 {
     struct hp_cuda *cu = hp_cuda_of(be);
     int rc = set_pool(cu, d, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING);
 
     if (rc)
         return rc;
-    HP_CUDA_CHECK(cudnnPoolingBackward(cu->cudnn, cu->pooldesc, &one, cu->ydesc, dy, cu->ydesc,
-                                       dy, cu->xdesc, dx, &zero, cu->xdesc, dx));
+    HP_CUDA_CHECK(cudnnPoolingBackward(cu->cudnn, cu->pooldesc, &one, cu->ydesc, dy, cu->ydesc, dy,
+                                       cu->xdesc, dx, &zero, cu->xdesc, dx));
     return 0;
 }

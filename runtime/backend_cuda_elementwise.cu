@@ -29,8 +29,7 @@ int hp_cuda_bias_add(struct hp_backend *be, float *y, const float *b, int rows, 
 
     if (rows <= 0 || cols <= 0)
         return 0;
-    bias_add_kernel<<<hp_cuda_grid(cu, total), HP_CUDA_THREADS, 0, cu->stream>>>(y, b, cols,
-                                                                                  total);
+    bias_add_kernel<<<hp_cuda_grid(cu, total), HP_CUDA_THREADS, 0, cu->stream>>>(y, b, cols, total);
     return HP_CUDA_LAUNCHED(bias_add_kernel);
 }
 
@@ -126,8 +125,8 @@ int hp_cuda_relu_backward(struct hp_backend *be, const float *y, const float *dy
 /* mask[i] = 0 if hp_rng_uniform(seed, i) < p, else keep = 1 / (1 - p) (computed on the host,
  * in float, exactly as the CPU backend does); y = x mask. The same (seed, i) gives the same
  * draw on the host and here, so masks equal the CPU backend's bit for bit. */
-static __global__ void dropout_forward_kernel(const float *x, float *y, float *mask, size_t n, float p,
-                                       float keep, uint64_t seed)
+static __global__ void dropout_forward_kernel(const float *x, float *y, float *mask, size_t n,
+                                              float p, float keep, uint64_t seed)
 {
     GRID_STRIDE(i, n)
     {
@@ -153,8 +152,8 @@ int hp_cuda_dropout_forward(struct hp_backend *be, const float *x, float *y, flo
 
     if (n == 0)
         return 0;
-    dropout_forward_kernel<<<hp_cuda_grid(cu, n), HP_CUDA_THREADS, 0, cu->stream>>>(
-        x, y, mask, n, p, keep, seed);
+    dropout_forward_kernel<<<hp_cuda_grid(cu, n), HP_CUDA_THREADS, 0, cu->stream>>>(x, y, mask, n,
+                                                                                    p, keep, seed);
     return HP_CUDA_LAUNCHED(dropout_forward_kernel);
 }
 
@@ -212,7 +211,7 @@ int hp_cuda_axpy(struct hp_backend *be, float alpha, const float *x, float *y, s
 
 /* PyTorch's rule: g' = g + wd w; m = mu m + g'; w -= lr m (m written also when mu = 0). */
 static __global__ void sgd_kernel(float *w, const float *g, float *m, size_t n, float lr, float mu,
-                           float wd)
+                                  float wd)
 {
     GRID_STRIDE(i, n)
     {

@@ -186,8 +186,7 @@ int hp_cuda_softmax_xent(struct hp_backend *be, const float *logits, const int32
     while (threads < 256 && threads < classes)
         threads *= 2;
     xent_rows_kernel<<<(unsigned)n, threads, 0, cu->stream>>>(logits, labels, classes, grad_scale,
-                                                               dlogits, cu->xent_loss,
-                                                               cu->xent_hit);
+                                                              dlogits, cu->xent_loss, cu->xent_hit);
     rc = HP_CUDA_LAUNCHED(xent_rows_kernel);
     if (rc)
         return rc;
@@ -196,8 +195,8 @@ int hp_cuda_softmax_xent(struct hp_backend *be, const float *logits, const int32
     rc = HP_CUDA_LAUNCHED(xent_reduce_kernel);
     if (rc)
         return rc;
-    HP_CUDA_CHECK(cudaMemcpyAsync(&res, cu->xent_out, sizeof(res), cudaMemcpyDeviceToHost,
-                                  cu->stream));
+    HP_CUDA_CHECK(
+        cudaMemcpyAsync(&res, cu->xent_out, sizeof(res), cudaMemcpyDeviceToHost, cu->stream));
     HP_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
     *loss_sum = res.loss_sum;
     *correct = res.correct;

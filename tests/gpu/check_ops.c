@@ -194,8 +194,8 @@ static void check_scalar(const char *name, double cuda, double cpu, double atol,
     if (err <= atol + rtol * fabs(cpu))
         report_ok(name, err);
     else
-        report_fail(name, "maxerr=%.3g: cuda %.9g cpu %.9g (allowed %.3g + %.3g |cpu|)", err,
-                    cuda, cpu, atol, rtol);
+        report_fail(name, "maxerr=%.3g: cuda %.9g cpu %.9g (allowed %.3g + %.3g |cpu|)", err, cuda,
+                    cpu, atol, rtol);
 }
 
 static void setup_failed(const char *name, int rc)
@@ -367,8 +367,8 @@ static void test_conv(const char *tag, int n, int c, int h, int w, int k, int r,
 
     snprintf(name, sizeof(name), "conv_forward/%s", tag);
     for (int i = 0; i < 2; i++)
-        rc[i] = OP(i, conv_forward, conv[i], x.d[i], wt.d[i], has_bias ? b.d[i] : NULL, y.d[i],
-                   ws[i]);
+        rc[i] =
+            OP(i, conv_forward, conv[i], x.d[i], wt.d[i], has_bias ? b.d[i] : NULL, y.d[i], ws[i]);
     if (both_ok(name, rc))
         check(name, &y, atol * sqrt((double)c * r * r), rtol);
 
@@ -407,7 +407,7 @@ out:
 
 static void test_convs(void)
 {
-    /*        tag                 n  c   h   w   k   r  st pad bias dx fp32 */
+    /* tag, n, c, h, w, k, r = s, stride, pad, has_bias, with_dx, fp32 */
     test_conv("1x1+bias", 2, 16, 9, 9, 24, 1, 1, 0, 1, 1, 0);
     test_conv("1x1s2", 2, 8, 8, 8, 16, 1, 2, 0, 0, 1, 0);
     test_conv("3x3p1+bias", 2, 8, 12, 10, 16, 3, 1, 1, 1, 1, 0);
@@ -505,11 +505,11 @@ static void test_pools(void)
 {
     for (int is_max = 1; is_max >= 0; is_max--) {
         test_pool(is_max, 2, 3, 8, 8, 2, 2, 0);
-        test_pool(is_max, 2, 4, 9, 11, 3, 2, 1);  /* padded, ResNet's stem pooling */
-        test_pool(is_max, 1, 2, 8, 8, 3, 2, 0);   /* the last row and column are unused */
-        test_pool(is_max, 2, 3, 6, 7, 3, 1, 1);   /* overlapping windows */
-        test_pool(is_max, 2, 5, 7, 7, 7, 1, 0);   /* global */
-        test_pool(is_max, 3, 16, 4, 4, 4, 4, 0);  /* global, stride = kernel */
+        test_pool(is_max, 2, 4, 9, 11, 3, 2, 1); /* padded, ResNet's stem pooling */
+        test_pool(is_max, 1, 2, 8, 8, 3, 2, 0);  /* the last row and column are unused */
+        test_pool(is_max, 2, 3, 6, 7, 3, 1, 1);  /* overlapping windows */
+        test_pool(is_max, 2, 5, 7, 7, 7, 1, 0);  /* global */
+        test_pool(is_max, 3, 16, 4, 4, 4, 4, 0); /* global, stride = kernel */
     }
 }
 
@@ -575,8 +575,8 @@ static void test_bn(int n, int c, int hw)
 
     snprintf(name, sizeof(name), "bn_backward/%s", tag);
     for (int i = 0; i < 2; i++)
-        rc[i] = OP(i, bn_backward, &d, x.d[i], dy.d[i], gamma.d[i], smean.d[i], sinv.d[i],
-                   dx.d[i], dgamma.d[i], dbeta.d[i]);
+        rc[i] = OP(i, bn_backward, &d, x.d[i], dy.d[i], gamma.d[i], smean.d[i], sinv.d[i], dx.d[i],
+                   dgamma.d[i], dbeta.d[i]);
     if (both_ok(name, rc)) {
         snprintf(name, sizeof(name), "bn_backward_dx/%s", tag);
         check(name, &dx, tol_k(m), RTOL);
@@ -767,8 +767,7 @@ static void test_xent(int n, int classes)
 
     snprintf(name, sizeof(name), "softmax_xent_no_dlogits/%s", tag);
     for (int i = 0; i < 2; i++)
-        rc[i] = OP(i, softmax_xent, z.d[i], lab[i], n, classes, 1.0f, NULL, &loss[i],
-                   &correct[i]);
+        rc[i] = OP(i, softmax_xent, z.d[i], lab[i], n, classes, 1.0f, NULL, &loss[i], &correct[i]);
     if (!both_ok(name, rc))
         goto out;
     if (fabs(loss[1] - loss[0]) <= tol_k(n) + RTOL * fabs(loss[0]) && correct[1] == correct[0])
