@@ -1,0 +1,138 @@
+#!/usr/bin/env bats
+# The hetpipe command as a user meets it: help, models, training, and bad input.
+
+setup() {
+    HETPIPE=${HETPIPE:-build/hetpipe}
+    TMP=$(mktemp -d)
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+@test "hetpipe --help lists the commands" {
+    run "$HETPIPE" --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"train"* ]]
+    [[ "$output" == *"model"* ]]
+}
+
+@test "an unknown command is refused with the allowed ones" {
+    run "$HETPIPE" frobnicate
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"unknown command 'frobnicate'"* ]]
+    [[ "$output" == *"allowed: train"* ]]
+}
+
+@test "hetpipe model prints VGG-19's and ResNet-152's published sizes" {
+    run "$HETPIPE" model --model vgg19
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"parameters: 143667240 (143.67 M)"* ]]
+    [[ "$output" == *"(19.63 G)"* ]]
+    run "$HETPIPE" model resnet152
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"(60.19 M)"* ]]
+    [[ "$output" == *"(11.51 G)"* ]]
+}
+
+@test "hetpipe model --units lists every unit" {
+    run "$HETPIPE" model --model cnn --units
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"conv1"*"conv"*"32x28x28"* ]]
+    [[ "$output" == *"fc2"*"linear"*"10x1x1"* ]]
+}
+
+@test "bad option values name the option and the allowed values" {
+    run "$HETPIPE" train --batch 0
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"option '--batch': '0' is not an integer in 1..65536"* ]]
+    run "$HETPIPE" train --epochs 3x
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"'--epochs': '3x'"* ]]
+    run "$HETPIPE" train --device tpu
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"unknown device 'tpu' (allowed: cpu, cuda, auto)"* ]]
+    run "$HETPIPE" train --lr abc
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"'--lr': 'abc' is not a number"* ]]
+    run "$HETPIPE" train --schedule step
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"allowed: cosine, constant"* ]]
+}
+
+@test "an unknown model is refused" {
+    run "$HETPIPE" train --model nosuch
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"unknown model 'nosuch'"* ]]
+}
+
+@test "an ImageNet model cannot be trained on Fashion-MNIST" {
+    run "$HETPIPE" train --model vgg19 --device cpu
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"needs a fashion-mnist model"* ]]
+}
+
+@test "a missing data set names the file and how to install it" {
+    run "$HETPIPE" train --model mlp --device cpu --data "$TMP/none"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$TMP/none/train-images-idx3-ubyte.gz"* ]]
+    [[ "$output" == *"apt-get install dataset-fashion-mnist"* ]]
+}
+
+@test "a corrupt data file is reported, not crashed on" {
+    cp /usr/share/datasets/fashion-mnist/*.gz "$TMP/"
+    head -c 100000 /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz > "$TMP/train-images-idx3-ubyte.gz"
+    run "$HETPIPE" train --model mlp --device cpu --data "$TMP"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"train-images-idx3-ubyte.gz"* ]]
+    [[ "$output" == *"corrupt"* ]]
+}
+
+@test "a bad model file names file, unit and key" {
+    printf '[model]\ninput = 1x28x28\nclasses = 10\n[fc]\ntype = linear\nouputs = 10\n' > "$TMP/m.ini"
+    run "$HETPIPE" train --model "$TMP/m.ini" --device cpu
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"m.ini: [fc]: unknown key 'ouputs'"* ]]
+}
+
+@test "hetpipe train trains, prints progress, and writes a metrics CSV" {
+    run "$HETPIPE" train --model mlp --device cpu --epochs 2 --train-limit 3200 \
+        --test-limit 1000 --log-every 25 --metrics "$TMP/m.csv" --seed 3
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"epoch 1/2 step 25/50 loss"*"img/s"* ]]
+    [[ "$output" == *"epoch 2/2 test loss"*"accuracy"* ]]
+    head -1 "$TMP/m.csv" | grep -q '^split,epoch,step,seconds,loss,accuracy,images_per_s$'
+    [ "$(grep -c '^test,' "$TMP/m.csv")" -eq 2 ]
+    [ "$(grep -c '^train,' "$TMP/m.csv")" -eq 4 ]
+}
+
+@test "the same seed gives the same parameters" {
+    run "$HETPIPE" train --model cnn --device cpu --epochs 1 --train-limit 640 --test-limit 200 --seed 9
+    [ "$status" -eq 0 ]
+    a=$(echo "$output" | grep -o 'parameter hash [0-9a-f]*')
+    run "$HETPIPE" train --model cnn --device cpu --epochs 1 --train-limit 640 --test-limit 200 --seed 9
+    b=$(echo "$output" | grep -o 'parameter hash [0-9a-f]*')
+    [ -n "$a" ]
+    [ "$a" = "$b" ]
+}
+
+@test "--device cuda without a GPU fails clearly, auto falls back to the CPU" {
+    if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
+        skip "a GPU is present"
+    fi
+    run "$HETPIPE" time --model mlp --device cuda --steps 1
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"device 'cuda'"* ]]
+    run "$HETPIPE" time --model mlp --device auto --steps 1 --warmup 0
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"device cpu"* ]]
+}
+
+@test "the GPU op checks skip cleanly without a GPU" {
+    if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
+        skip "a GPU is present"
+    fi
+    run "$(dirname "$HETPIPE")/tests/gpu_check_ops"
+    [ "$status" -eq 77 ]
+    [[ "$output" == *"SKIP"* ]]
+}
