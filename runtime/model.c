@@ -221,6 +221,8 @@ int hp_model_resolve(const char *name, char *buf, size_t n)
     int nd = 0;
     ssize_t el;
 
+    if (!buf || n == 0)
+        return -HP_EINVAL;
     if (strchr(name, '/') || (len > 4 && strcmp(name + len - 4, ".ini") == 0)) {
         snprintf(buf, n, "%s", name);
         return 0;
