@@ -300,6 +300,7 @@ static int cmd_time(int argc, char **argv)
     struct hp_net_profile prof;
     float *himg = NULL;
     int32_t *hlab = NULL;
+    double *unit_fwd = NULL, *unit_bwd = NULL;
 
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         rc = 0;
@@ -360,6 +361,12 @@ static int cmd_time(int argc, char **argv)
         himg[i] = 2.0f * hp_rng_uniform(7, i) - 1.0f;
     for (long i = 0; i < batch; i++)
         hlab[i] = (int32_t)(hp_rng_u64(8, (uint64_t)i) % (uint64_t)m->classes);
+    unit_fwd = calloc((size_t)m->nunits, sizeof(double));
+    unit_bwd = calloc((size_t)m->nunits, sizeof(double));
+    if (!unit_fwd || !unit_bwd) {
+        rc = -HP_ENOMEM;
+        goto out;
+    }
     rc = be->ops->upload(be, hp_net_input(net, 0), himg, in * sizeof(float));
     double t0 = 0.0;
     for (long s = 0; s < warmup + steps && !rc; s++) {
@@ -368,6 +375,8 @@ static int cmd_time(int argc, char **argv)
         if (s == warmup) {
             be->ops->sync(be);
             memset(&prof, 0, sizeof(prof));
+            prof.unit_fwd_s = unit_fwd;
+            prof.unit_bwd_s = unit_bwd;
             if (profile)
                 hp_net_set_profile(net, &prof);
             t0 = now_s();
@@ -409,12 +418,22 @@ static int cmd_time(int argc, char **argv)
         }
         printf("conv+linear: %.2f GFLOP/s, %.1f%% of op time\n", gemm_f / gemm_s / 1e9,
                100.0 * gemm_s / all);
+        printf("%-14s %10s %10s %12s\n", "unit", "fwd ms", "bwd ms", "fwd+bwd GF/s");
+        for (int u = 0; u < m->nunits; u++) {
+            const struct hp_unit_cost *uc = &m->units[u].cost;
+            const double s = unit_fwd[u] + unit_bwd[u];
+            printf("%-14s %10.3f %10.3f %12.2f\n", m->units[u].name, 1e3 * unit_fwd[u] / steps,
+                   1e3 * unit_bwd[u] / steps,
+                   s > 0 ? (uc->fwd_flops + uc->bwd_flops) * batch * steps / s / 1e9 : 0.0);
+        }
     }
 out:
     if (rc)
         hp_error("time failed: %s", hp_strerror(rc));
     free(himg);
     free(hlab);
+    free(unit_fwd);
+    free(unit_bwd);
     hp_net_destroy(net);
     hp_backend_destroy(be);
     hp_model_destroy(m);

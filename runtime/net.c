@@ -467,6 +467,8 @@ static void prof_add(struct hp_net *net, const struct net_op *o, int backward, d
     net->be->ops->sync(net->be);
     dt = now_s() - t0;
     op_flops(net, o->op, &f, &b);
+    if (backward && !net->tensors[o->in[0]].grad)
+        b *= 0.5; /* the input gradient was not computed: only the weight gradient's FLOPs */
     if (backward) {
         p->bwd_s[o->op->type] += dt;
         p->bwd_flops[o->op->type] += b;
