@@ -22,6 +22,7 @@ struct hp_conv {
     int direct; /* 1x1, stride 1, no padding: the input is already the column matrix */
 };
 
+
 static void cpu_destroy(struct hp_backend *be)
 {
     free(be);
@@ -126,71 +127,163 @@ static void cpu_conv_destroy(struct hp_backend *be, struct hp_conv *conv)
     free(conv);
 }
 
-/* x [c, h, w] of one image -> col [c r s, p q]. */
+/* The range [q0, q1) of output columns whose input column q stride - pad + j is inside
+ * [0, w). */
+static void valid_cols(const struct hp_conv_desc *d, int j, int *q0, int *q1)
+{
+    /* q stride + j - pad >= 0  <=>  q >= ceil((pad - j) / stride) */
+    int lo = d->pad - j > 0 ? (d->pad - j + d->stride - 1) / d->stride : 0;
+    /* q stride + j - pad <= w - 1  <=>  q <= floor((w - 1 + pad - j) / stride) */
+    int num = d->w - 1 + d->pad - j, hi = num < 0 ? 0 : num / d->stride + 1;
+
+    *q0 = lo < d->q ? lo : d->q;
+    *q1 = hi < d->q ? hi : d->q;
+    if (*q1 < *q0)
+        *q1 = *q0;
+}
+
+/* "Same" convolutions (stride 1, output size = input size): a row (c, i, j) of the column
+ * matrix is the input plane c shifted by (i - pad) rows and (j - pad) columns, so it is one
+ * flat copy, after which the cells that wrapped around a row edge or fell off the plane are
+ * zeroed. */
+static int same_conv(const struct hp_conv_desc *d)
+{
+    return d->stride == 1 && d->p == d->h && d->q == d->w;
+}
+
+static void im2col_same(const struct hp_conv_desc *d, const float *x, float *col)
+{
+    const int hw = d->h * d->w;
+
+    for (int c = 0; c < d->c; c++) {
+        const float *xc = x + (size_t)c * hw;
+        for (int i = 0; i < d->r; i++) {
+            for (int j = 0; j < d->s; j++) {
+                float *row = col + ((size_t)(c * d->r + i) * d->s + j) * hw;
+                const int shift = (i - d->pad) * d->w + (j - d->pad);
+                const int t0 = shift < 0 ? -shift : 0, t1 = shift > 0 ? hw - shift : hw;
+                int q0, q1;
+                for (int t = 0; t < t0; t++)
+                    row[t] = 0.0f;
+                if (t1 > t0)
+                    memcpy(row + t0, xc + t0 + shift, (size_t)(t1 - t0) * sizeof(float));
+                for (int t = t1 > t0 ? t1 : t0; t < hw; t++)
+                    row[t] = 0.0f;
+                valid_cols(d, j, &q0, &q1);
+                if (q0 > 0 || q1 < d->q)
+                    for (int p = 0; p < d->p; p++) {
+                        for (int q = 0; q < q0; q++)
+                            row[p * d->q + q] = 0.0f;
+                        for (int q = q1; q < d->q; q++)
+                            row[p * d->q + q] = 0.0f;
+                    }
+            }
+        }
+    }
+}
+
+/* The reverse of im2col_same; col is scratch and its wrapped cells are zeroed first. */
+static void col2im_same(const struct hp_conv_desc *d, float *col, float *dx)
+{
+    const int hw = d->h * d->w;
+
+    for (int c = 0; c < d->c; c++) {
+        float *xc = dx + (size_t)c * hw;
+        for (int i = 0; i < d->r; i++) {
+            for (int j = 0; j < d->s; j++) {
+                float *row = col + ((size_t)(c * d->r + i) * d->s + j) * hw;
+                const int shift = (i - d->pad) * d->w + (j - d->pad);
+                const int t0 = shift < 0 ? -shift : 0, t1 = shift > 0 ? hw - shift : hw;
+                int q0, q1;
+                valid_cols(d, j, &q0, &q1);
+                if (q0 > 0 || q1 < d->q)
+                    for (int p = 0; p < d->p; p++) {
+                        for (int q = 0; q < q0; q++)
+                            row[p * d->q + q] = 0.0f;
+                        for (int q = q1; q < d->q; q++)
+                            row[p * d->q + q] = 0.0f;
+                    }
+                for (int t = t0; t < t1; t++)
+                    xc[t + shift] += row[t];
+            }
+        }
+    }
+}
+
+/* x [c, h, w] of one image -> col [c r s, p q]. Zero outside the input (padding). */
 static void im2col(const struct hp_conv_desc *d, const float *x, float *col)
 {
-    const int pq = d->p * d->q;
+    const int pq = d->p * d->q, st = d->stride;
+
+    if (same_conv(d)) {
+        im2col_same(d, x, col);
+        return;
+    }
 
     for (int c = 0; c < d->c; c++) {
         const float *xc = x + (size_t)c * d->h * d->w;
         for (int i = 0; i < d->r; i++) {
             for (int j = 0; j < d->s; j++) {
                 float *row = col + ((size_t)(c * d->r + i) * d->s + j) * pq;
+                int q0, q1;
+                valid_cols(d, j, &q0, &q1);
                 for (int p = 0; p < d->p; p++) {
-                    const int hh = p * d->stride - d->pad + i;
+                    const int hh = p * st - d->pad + i;
                     float *dst = row + p * d->q;
                     if (hh < 0 || hh >= d->h) {
-                        memset(dst, 0, (size_t)d->q * sizeof(float));
+                        for (int q = 0; q < d->q; q++)
+                            dst[q] = 0.0f;
                         continue;
                     }
                     const float *src = xc + (size_t)hh * d->w;
-                    if (d->stride == 1) {
-                        /* a contiguous run with zero borders */
-                        int q0 = d->pad - j, q1 = d->w + d->pad - j; /* valid q in [q0, q1) */
-                        if (q0 < 0)
-                            q0 = 0;
-                        if (q1 > d->q)
-                            q1 = d->q;
-                        for (int q = 0; q < q0 && q < d->q; q++)
-                            dst[q] = 0.0f;
-                        if (q1 > q0)
-                            memcpy(dst + q0, src + q0 - d->pad + j,
-                                   (size_t)(q1 - q0) * sizeof(float));
-                        for (int q = q1 > q0 ? q1 : q0; q < d->q; q++)
-                            dst[q] = 0.0f;
-                    } else {
-                        for (int q = 0; q < d->q; q++) {
-                            const int ww = q * d->stride - d->pad + j;
-                            dst[q] = (ww >= 0 && ww < d->w) ? src[ww] : 0.0f;
-                        }
-                    }
+                    const int off = j - d->pad; /* input column of q is q st + off */
+                    for (int q = 0; q < q0; q++)
+                        dst[q] = 0.0f;
+                    if (st == 1)
+                        for (int q = q0; q < q1; q++)
+                            dst[q] = src[q + off];
+                    else
+                        for (int q = q0; q < q1; q++)
+                            dst[q] = src[q * st + off];
+                    for (int q = q1; q < d->q; q++)
+                        dst[q] = 0.0f;
                 }
             }
         }
     }
 }
 
-/* col [c r s, p q] -> dx [c, h, w] of one image, accumulating (dx zeroed by the caller). */
-static void col2im(const struct hp_conv_desc *d, const float *col, float *dx)
+/* col [c r s, p q] -> dx [c, h, w] of one image, accumulating (dx zeroed by the caller).
+ * col is scratch: the "same" path zeroes its padding cells. */
+static void col2im(const struct hp_conv_desc *d, float *col, float *dx)
 {
-    const int pq = d->p * d->q;
+    const int pq = d->p * d->q, st = d->stride;
+
+    if (same_conv(d)) {
+        col2im_same(d, col, dx);
+        return;
+    }
 
     for (int c = 0; c < d->c; c++) {
         float *xc = dx + (size_t)c * d->h * d->w;
         for (int i = 0; i < d->r; i++) {
             for (int j = 0; j < d->s; j++) {
                 const float *row = col + ((size_t)(c * d->r + i) * d->s + j) * pq;
+                int q0, q1;
+                valid_cols(d, j, &q0, &q1);
                 for (int p = 0; p < d->p; p++) {
-                    const int hh = p * d->stride - d->pad + i;
+                    const int hh = p * st - d->pad + i;
                     if (hh < 0 || hh >= d->h)
                         continue;
                     float *dst = xc + (size_t)hh * d->w;
                     const float *src = row + p * d->q;
-                    for (int q = 0; q < d->q; q++) {
-                        const int ww = q * d->stride - d->pad + j;
-                        if (ww >= 0 && ww < d->w)
-                            dst[ww] += src[q];
-                    }
+                    const int off = j - d->pad;
+                    if (st == 1)
+                        for (int q = q0; q < q1; q++)
+                            dst[q + off] += src[q];
+                    else
+                        for (int q = q0; q < q1; q++)
+                            dst[q * st + off] += src[q];
                 }
             }
         }
@@ -252,6 +345,7 @@ static int cpu_conv_backward(struct hp_backend *be, struct hp_conv *conv, const 
     for (int n = 0; n < d->n; n++) {
         const float *xn = x + (size_t)n * d->c * d->h * d->w;
         const float *dyn = dy + (size_t)n * d->k * pq;
+
         const float *cm = xn;
 
         if (!conv->direct) {

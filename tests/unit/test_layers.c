@@ -554,6 +554,58 @@ START_TEST(conv_against_direct)
 }
 END_TEST
 
+/* The weight and bias gradients of a "same" convolution (the flat-shift im2col) over several
+ * images, against direct loops. */
+START_TEST(conv_weight_grad_groups)
+{
+    struct hp_backend *be;
+    struct hp_conv *conv;
+    const struct hp_conv_desc d = {5, 1, 142, 142, 4, 3, 3, 1, 1, 142, 142, 1};
+    const size_t nx = 5 * 142 * 142, ny = 5 * 4 * 142 * 142;
+    float *x = malloc(nx * 4), *dy = malloc(ny * 4), w[36], dw[36], db[4];
+    size_t ws;
+    void *work;
+
+    for (size_t i = 0; i < nx; i++)
+        x[i] = hp_rng_uniform(1, i) - 0.5f;
+    for (size_t i = 0; i < ny; i++)
+        dy[i] = hp_rng_uniform(2, i) - 0.5f;
+    for (int i = 0; i < 36; i++)
+        w[i] = hp_rng_uniform(3, (uint64_t)i) - 0.5f;
+    ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+    ck_assert_int_eq(be->ops->conv_create(be, &d, &conv, &ws), 0);
+    ck_assert_int_eq(be->ops->alloc(be, ws, &work), 0);
+    ck_assert_int_eq(be->ops->conv_backward(be, conv, x, w, dy, NULL, dw, db, work), 0);
+    for (int k = 0; k < 4; k++) {
+        double sb = 0.0;
+        for (int n = 0; n < 5; n++)
+            for (int pq = 0; pq < 142 * 142; pq++)
+                sb += dy[((size_t)n * 4 + k) * 142 * 142 + pq];
+        ck_assert_double_eq_tol(db[k], sb, 1e-2);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) {
+                double s = 0.0;
+                for (int n = 0; n < 5; n++)
+                    for (int p = 0; p < 142; p++)
+                        for (int q = 0; q < 142; q++) {
+                            int h = p - 1 + i, ww = q - 1 + j;
+                            if (h >= 0 && h < 142 && ww >= 0 && ww < 142)
+                                s += (double)x[((size_t)n * 142 + h) * 142 + ww] *
+                                     dy[(((size_t)n * 4 + k) * 142 + p) * 142 + q];
+                        }
+                ck_assert_msg(fabs(dw[k * 9 + i * 3 + j] - s) < 1e-2 + 1e-4 * fabs(s),
+                              "dw[%d][%d][%d] %f vs %f", k, i, j, (double)dw[k * 9 + i * 3 + j],
+                              s);
+            }
+    }
+    be->ops->free(be, work);
+    be->ops->conv_destroy(be, conv);
+    hp_backend_destroy(be);
+    free(x);
+    free(dy);
+}
+END_TEST
+
 Suite *suite_layers(void)
 {
     Suite *s = suite_create("layers");
@@ -586,6 +638,7 @@ Suite *suite_layers(void)
     tcase_add_test(o, sgd_rule);
     tcase_add_test(o, batchnorm_running_stats);
     tcase_add_test(o, conv_against_direct);
+    tcase_add_test(o, conv_weight_grad_groups);
     suite_add_tcase(s, o);
     return s;
 }
