@@ -9,18 +9,18 @@
 #define HP_ERROR_H
 
 /* X(name, message): our own codes; they start above any errno value. */
-#define HP_ERRNO_MAP(X)                                                  \
-    X(INVAL, "invalid argument")                                         \
-    X(CONFIG, "invalid configuration")                                   \
-    X(MODEL, "invalid model definition")                                 \
-    X(DATA, "invalid or missing data file")                              \
-    X(NOMEM, "out of memory")                                            \
-    X(BACKEND, "compute backend failure")                                \
-    X(NODEV, "no compute device available")                              \
-    X(UNSUPPORTED, "operation not supported by this build")              \
-    X(SHAPE, "tensor shapes do not match")                               \
-    X(IO, "input/output error")                                          \
-    X(RANGE, "value out of range")                                       \
+#define HP_ERRNO_MAP(X)                                                                            \
+    X(INVAL, "invalid argument")                                                                   \
+    X(CONFIG, "invalid configuration")                                                             \
+    X(MODEL, "invalid model definition")                                                           \
+    X(DATA, "invalid or missing data file")                                                        \
+    X(NOMEM, "out of memory")                                                                      \
+    X(BACKEND, "compute backend failure")                                                          \
+    X(NODEV, "no compute device available")                                                        \
+    X(UNSUPPORTED, "operation not supported by this build")                                        \
+    X(SHAPE, "tensor shapes do not match")                                                         \
+    X(IO, "input/output error")                                                                    \
+    X(RANGE, "value out of range")                                                                 \
     X(NOTFOUND, "not found")
 
 enum hp_errno {
@@ -28,7 +28,7 @@ enum hp_errno {
 #define HP_ERR_ENUM(name, msg) HP_E##name,
     HP_ERRNO_MAP(HP_ERR_ENUM)
 #undef HP_ERR_ENUM
-    HP_ELAST
+        HP_ELAST
 };
 
 /* Message for a return code (0, -errno or -HP_E*). The string is static; never NULL. */

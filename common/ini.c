@@ -222,13 +222,13 @@ int hp_ini_get_long(const struct hp_ini *ini, const char *section, const char *k
     if (rc == -HP_EINVAL)
         hp_error("%s: [%s]: key '%s': '%s' is not an integer", ini->path, section, key, v);
     else if (rc == -HP_ERANGE)
-        hp_error("%s: [%s]: key '%s': %s is out of range (allowed: %ld to %ld)", ini->path,
-                 section, key, v, min, max);
+        hp_error("%s: [%s]: key '%s': %s is out of range (allowed: %ld to %ld)", ini->path, section,
+                 key, v, min, max);
     return rc ? -HP_ECONFIG : 0;
 }
 
-int hp_ini_get_double(const struct hp_ini *ini, const char *section, const char *key,
-                      int required, double def, double min, double max, double *out)
+int hp_ini_get_double(const struct hp_ini *ini, const char *section, const char *key, int required,
+                      double def, double min, double max, double *out)
 {
     const char *v = lookup(ini, section, key);
     int rc;
@@ -243,8 +243,8 @@ int hp_ini_get_double(const struct hp_ini *ini, const char *section, const char 
     if (rc == -HP_EINVAL)
         hp_error("%s: [%s]: key '%s': '%s' is not a number", ini->path, section, key, v);
     else if (rc == -HP_ERANGE)
-        hp_error("%s: [%s]: key '%s': %s is out of range (allowed: %g to %g)", ini->path,
-                 section, key, v, min, max);
+        hp_error("%s: [%s]: key '%s': %s is out of range (allowed: %g to %g)", ini->path, section,
+                 key, v, min, max);
     return rc ? -HP_ECONFIG : 0;
 }
 

@@ -40,8 +40,8 @@ int hp_ini_get_str(const struct hp_ini *ini, const char *section, const char *ke
                    const char *def, const char **out);
 int hp_ini_get_long(const struct hp_ini *ini, const char *section, const char *key, int required,
                     long def, long min, long max, long *out);
-int hp_ini_get_double(const struct hp_ini *ini, const char *section, const char *key,
-                      int required, double def, double min, double max, double *out);
+int hp_ini_get_double(const struct hp_ini *ini, const char *section, const char *key, int required,
+                      double def, double min, double max, double *out);
 /* Booleans: true/false, yes/no, on/off, 1/0. */
 int hp_ini_get_bool(const struct hp_ini *ini, const char *section, const char *key, int required,
                     int def, int *out);

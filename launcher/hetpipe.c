@@ -68,42 +68,46 @@ static int opt_device(const char *v)
 
 static void train_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: hetpipe train [options]\n"
-            "  --model NAME|PATH    model (default cnn; mlp, or a model .ini)\n"
-            "  --epochs N           epochs (default 5)\n"
-            "  --batch N            minibatch size (default 64)\n"
-            "  --lr X               learning rate (default 0.05)\n"
-            "  --momentum X         SGD momentum (default 0.9)\n"
-            "  --weight-decay X     L2 weight decay (default 5e-4)\n"
-            "  --schedule S         cosine (default) or constant learning rate\n"
-            "  --seed N             seed of initialisation, shuffling, dropout (default 1)\n"
-            "  --device D           cpu, cuda or auto (default auto: cuda if present)\n"
-            "  --threads N          BLAS threads of the CPU backend (default: OpenBLAS's)\n"
-            "  --data DIR           Fashion-MNIST directory (default $HETPIPE_DATA or\n"
-            "                       /usr/share/datasets/fashion-mnist)\n"
-            "  --metrics FILE       write per-interval and per-epoch metrics as CSV\n"
-            "  --log-every N        steps between progress lines (default 100, 0: none)\n"
-            "  --train-limit N      train on the first N samples only\n"
-            "  --test-limit N       evaluate on the first N test samples only\n");
+    fprintf(f, "usage: hetpipe train [options]\n"
+               "  --model NAME|PATH    model (default cnn; mlp, or a model .ini)\n"
+               "  --epochs N           epochs (default 5)\n"
+               "  --batch N            minibatch size (default 64)\n"
+               "  --lr X               learning rate (default 0.05)\n"
+               "  --momentum X         SGD momentum (default 0.9)\n"
+               "  --weight-decay X     L2 weight decay (default 5e-4)\n"
+               "  --schedule S         cosine (default) or constant learning rate\n"
+               "  --seed N             seed of initialisation, shuffling, dropout (default 1)\n"
+               "  --device D           cpu, cuda or auto (default auto: cuda if present)\n"
+               "  --threads N          BLAS threads of the CPU backend (default: OpenBLAS's)\n"
+               "  --data DIR           Fashion-MNIST directory (default $HETPIPE_DATA or\n"
+               "                       /usr/share/datasets/fashion-mnist)\n"
+               "  --metrics FILE       write per-interval and per-epoch metrics as CSV\n"
+               "  --log-every N        steps between progress lines (default 100, 0: none)\n"
+               "  --train-limit N      train on the first N samples only\n"
+               "  --test-limit N       evaluate on the first N test samples only\n");
 }
 
 static int cmd_train(int argc, char **argv)
 {
     enum { O_MOMENTUM = 256, O_WD, O_SCHEDULE, O_THREADS, O_DATA, O_METRICS, O_LOG, O_TRL, O_TEL };
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},     {"epochs", required_argument, 0, 'e'},
-        {"batch", required_argument, 0, 'b'},     {"lr", required_argument, 0, 'l'},
+        {"model", required_argument, 0, 'm'},
+        {"epochs", required_argument, 0, 'e'},
+        {"batch", required_argument, 0, 'b'},
+        {"lr", required_argument, 0, 'l'},
         {"momentum", required_argument, 0, O_MOMENTUM},
         {"weight-decay", required_argument, 0, O_WD},
         {"schedule", required_argument, 0, O_SCHEDULE},
-        {"seed", required_argument, 0, 's'},      {"device", required_argument, 0, 'd'},
+        {"seed", required_argument, 0, 's'},
+        {"device", required_argument, 0, 'd'},
         {"threads", required_argument, 0, O_THREADS},
-        {"data", required_argument, 0, O_DATA},   {"metrics", required_argument, 0, O_METRICS},
+        {"data", required_argument, 0, O_DATA},
+        {"metrics", required_argument, 0, O_METRICS},
         {"log-every", required_argument, 0, O_LOG},
         {"train-limit", required_argument, 0, O_TRL},
         {"test-limit", required_argument, 0, O_TEL},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     struct hp_train_opts o;
     struct hp_train_result r;
@@ -247,14 +251,14 @@ static int cmd_model(int argc, char **argv)
     if (rc)
         return 1;
     if (units) {
-        printf("%-14s %-10s %-14s %12s %12s %12s %12s %12s\n", "unit", "kind", "output",
-               "params", "fwd MACs", "bwd FLOPs", "out bytes", "saved bytes");
+        printf("%-14s %-10s %-14s %12s %12s %12s %12s %12s\n", "unit", "kind", "output", "params",
+               "fwd MACs", "bwd FLOPs", "out bytes", "saved bytes");
         for (int i = 0; i < m->nunits; i++) {
             const struct hp_unit *u = &m->units[i];
             char shape[32];
             snprintf(shape, sizeof(shape), "%dx%dx%d", u->out.c, u->out.h, u->out.w);
-            printf("%-14s %-10s %-14s %12zu %12.0f %12.0f %12zu %12zu\n", u->name, u->kind,
-                   shape, u->nparams, u->cost.fwd_macs, u->cost.bwd_flops, u->cost.out_bytes,
+            printf("%-14s %-10s %-14s %12zu %12.0f %12.0f %12zu %12zu\n", u->name, u->kind, shape,
+                   u->nparams, u->cost.fwd_macs, u->cost.bwd_flops, u->cost.out_bytes,
                    u->cost.saved_bytes);
         }
     }
@@ -285,11 +289,15 @@ static int cmd_time(int argc, char **argv)
 {
     enum { O_THREADS = 256, O_WARMUP };
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},      {"batch", required_argument, 0, 'b'},
-        {"device", required_argument, 0, 'd'},     {"steps", required_argument, 0, 'n'},
+        {"model", required_argument, 0, 'm'},
+        {"batch", required_argument, 0, 'b'},
+        {"device", required_argument, 0, 'd'},
+        {"steps", required_argument, 0, 'n'},
         {"threads", required_argument, 0, O_THREADS},
-        {"warmup", required_argument, 0, O_WARMUP}, {"profile", no_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+        {"warmup", required_argument, 0, O_WARMUP},
+        {"profile", no_argument, 0, 'p'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const char *name = "cnn", *device = "auto";
     long batch = 32, steps = 20, warmup = 3, v;
@@ -404,7 +412,8 @@ static int cmd_time(int argc, char **argv)
         double gemm_s = 0.0, gemm_f = 0.0, all = 0.0;
         printf("%-10s %10s %10s %10s\n", "op", "fwd ms", "bwd ms", "GFLOP/s");
         for (int t = 0; t < HP_OP_NTYPES; t++) {
-            const double s = prof.fwd_s[t] + prof.bwd_s[t], f = prof.fwd_flops[t] + prof.bwd_flops[t];
+            const double s = prof.fwd_s[t] + prof.bwd_s[t],
+                         f = prof.fwd_flops[t] + prof.bwd_flops[t];
             all += s;
             if (s == 0.0)
                 continue;

@@ -86,8 +86,8 @@ struct hp_backend_ops {
     int (*conv_create)(struct hp_backend *be, const struct hp_conv_desc *d, struct hp_conv **out,
                        size_t *workspace);
     void (*conv_destroy)(struct hp_backend *be, struct hp_conv *conv);
-    int (*conv_forward)(struct hp_backend *be, struct hp_conv *conv, const float *x,
-                        const float *w, const float *b, float *y, void *ws);
+    int (*conv_forward)(struct hp_backend *be, struct hp_conv *conv, const float *x, const float *w,
+                        const float *b, float *y, void *ws);
     /* dx (optional: NULL skips it), dw and db (only if has_bias) are overwritten. */
     int (*conv_backward)(struct hp_backend *be, struct hp_conv *conv, const float *x,
                          const float *w, const float *dy, float *dx, float *dw, float *db,
@@ -105,8 +105,8 @@ struct hp_backend_ops {
                             const float *y, const float *dy, float *dx);
     int (*avgpool_forward)(struct hp_backend *be, const struct hp_pool_desc *d, const float *x,
                            float *y);
-    int (*avgpool_backward)(struct hp_backend *be, const struct hp_pool_desc *d,
-                            const float *dy, float *dx);
+    int (*avgpool_backward)(struct hp_backend *be, const struct hp_pool_desc *d, const float *dy,
+                            float *dx);
 
     /* Batch normalisation (see hp_bn_desc). save_mean and save_invstd [c] are written by the
      * training forward and read by backward. */
@@ -123,8 +123,8 @@ struct hp_backend_ops {
     /* Inverted dropout: mask[i] = 0 with probability p, else 1 / (1 - p), drawn with
      * hp_rng_uniform(seed, i) (rng.h), so that every backend draws the same mask;
      * y = x mask. Backward: dx = dy mask. */
-    int (*dropout_forward)(struct hp_backend *be, const float *x, float *y, float *mask,
-                           size_t n, float p, uint64_t seed);
+    int (*dropout_forward)(struct hp_backend *be, const float *x, float *y, float *mask, size_t n,
+                           float p, uint64_t seed);
     int (*dropout_backward)(struct hp_backend *be, const float *dy, const float *mask, float *dx,
                             size_t n);
 
@@ -143,8 +143,8 @@ struct hp_backend_ops {
 
     /* SGD with momentum and weight decay, PyTorch's rule: g' = g + wd w; m = mu m + g';
      * w = w - lr m. (With mu = 0, m is still written.) */
-    int (*sgd_update)(struct hp_backend *be, float *w, const float *g, float *m, size_t n,
-                      float lr, float momentum, float wd);
+    int (*sgd_update)(struct hp_backend *be, float *w, const float *g, float *m, size_t n, float lr,
+                      float momentum, float wd);
 };
 
 struct hp_backend {

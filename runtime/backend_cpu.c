@@ -22,7 +22,6 @@ struct hp_conv {
     int direct; /* 1x1, stride 1, no padding: the input is already the column matrix */
 };
 
-
 static void cpu_destroy(struct hp_backend *be)
 {
     free(be);
@@ -69,11 +68,10 @@ static int cpu_sync(struct hp_backend *be)
 }
 
 static int cpu_gemm(struct hp_backend *be, int ta, int tb, int m, int n, int k, float alpha,
-                    const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                    int ldc)
+                    const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, c, ldc);
     return 0;
 }
 
@@ -105,9 +103,8 @@ static int cpu_conv_create(struct hp_backend *be, const struct hp_conv_desc *d,
 {
     struct hp_conv *conv;
 
-    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || d->k <= 0 || d->r <= 0 ||
-        d->s <= 0 || d->stride <= 0 || d->pad < 0 ||
-        d->p != (d->h + 2 * d->pad - d->r) / d->stride + 1 ||
+    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || d->k <= 0 || d->r <= 0 || d->s <= 0 ||
+        d->stride <= 0 || d->pad < 0 || d->p != (d->h + 2 * d->pad - d->r) / d->stride + 1 ||
         d->q != (d->w + 2 * d->pad - d->s) / d->stride + 1 || d->p <= 0 || d->q <= 0) {
         hp_error("cpu backend: invalid convolution shape");
         return -HP_ESHAPE;
@@ -307,8 +304,8 @@ static int cpu_conv_forward(struct hp_backend *be, struct hp_conv *conv, const f
             cm = col;
         }
         /* yn [k, pq] = w [k, crs] x col [crs, pq] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, pq, crs, 1.0f, w, crs, cm,
-                    pq, 0.0f, yn, pq);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, pq, crs, 1.0f, w, crs, cm, pq,
+                    0.0f, yn, pq);
         if (d->has_bias) {
             for (int k = 0; k < d->k; k++) {
                 float *yk = yn + (size_t)k * pq;
@@ -360,11 +357,11 @@ static int cpu_conv_backward(struct hp_backend *be, struct hp_conv *conv, const 
         float *dxn = dx + (size_t)n * d->c * d->h * d->w;
         if (conv->direct) {
             /* dxn [c, hw] = w^T [crs, k] x dyn [k, pq] */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, pq, d->k, 1.0f, w, crs,
-                        dyn, pq, 0.0f, dxn, pq);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, pq, d->k, 1.0f, w, crs, dyn,
+                        pq, 0.0f, dxn, pq);
         } else {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, pq, d->k, 1.0f, w, crs,
-                        dyn, pq, 0.0f, col, pq);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, pq, d->k, 1.0f, w, crs, dyn,
+                        pq, 0.0f, col, pq);
             memset(dxn, 0, (size_t)d->c * d->h * d->w * sizeof(float));
             col2im(d, col, dxn);
         }
@@ -433,8 +430,8 @@ static int pool2x2(const struct hp_pool_desc *d)
     return d->kernel == 2 && d->stride == 2 && d->pad == 0 && d->h % 2 == 0 && d->w % 2 == 0;
 }
 
-static int cpu_maxpool_forward(struct hp_backend *be, const struct hp_pool_desc *d,
-                               const float *x, float *y)
+static int cpu_maxpool_forward(struct hp_backend *be, const struct hp_pool_desc *d, const float *x,
+                               float *y)
 {
     if (pool2x2(d)) {
         for (int nc = 0; nc < d->n * d->c; nc++) {
@@ -474,8 +471,8 @@ static int cpu_maxpool_forward(struct hp_backend *be, const struct hp_pool_desc 
     return 0;
 }
 
-static int cpu_maxpool_backward(struct hp_backend *be, const struct hp_pool_desc *d,
-                                const float *x, const float *y, const float *dy, float *dx)
+static int cpu_maxpool_backward(struct hp_backend *be, const struct hp_pool_desc *d, const float *x,
+                                const float *y, const float *dy, float *dx)
 {
     if (pool2x2(d)) {
         /* every input cell is in exactly one window: write each once, no memset */
@@ -533,8 +530,8 @@ static int cpu_maxpool_backward(struct hp_backend *be, const struct hp_pool_desc
     return 0;
 }
 
-static int cpu_avgpool_forward(struct hp_backend *be, const struct hp_pool_desc *d,
-                               const float *x, float *y)
+static int cpu_avgpool_forward(struct hp_backend *be, const struct hp_pool_desc *d, const float *x,
+                               float *y)
 {
     const float inv = 1.0f / (float)(d->kernel * d->kernel);
 
@@ -732,8 +729,8 @@ static int cpu_bn_backward(struct hp_backend *be, const struct hp_bn_desc *d, co
 /* ---- loss and optimiser --------------------------------------------------------------- */
 
 static int cpu_softmax_xent(struct hp_backend *be, const float *logits, const int32_t *labels,
-                            int n, int classes, float grad_scale, float *dlogits,
-                            double *loss_sum, int *correct)
+                            int n, int classes, float grad_scale, float *dlogits, double *loss_sum,
+                            int *correct)
 {
     double loss = 0.0;
     int ok = 0;

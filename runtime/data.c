@@ -140,14 +140,13 @@ int hp_dataset_load_fashion_mnist(const char *dir, int train, struct hp_dataset 
         goto out;
     }
     if (idims[0] != expect || ldims[0] != expect) {
-        hp_error("data files '%s' and '%s': %u images and %u labels, expected %u of each",
-                 ipath, lpath, idims[0], ldims[0], expect);
+        hp_error("data files '%s' and '%s': %u images and %u labels, expected %u of each", ipath,
+                 lpath, idims[0], ldims[0], expect);
         goto out;
     }
     for (uint32_t i = 0; i < ldims[0]; i++) {
         if (lab[i] > 9) {
-            hp_error("data file '%s': label %u of sample %u is not a class 0..9", lpath, lab[i],
-                     i);
+            hp_error("data file '%s': label %u of sample %u is not a class 0..9", lpath, lab[i], i);
             goto out;
         }
     }

@@ -12,10 +12,10 @@
 #define HP_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
 struct hp_dataset {
-    int n;          /* samples */
-    int c, h, w;    /* shape of one sample */
+    int n;       /* samples */
+    int c, h, w; /* shape of one sample */
     int classes;
-    float *images;  /* [n, c, h, w], owned */
+    float *images;   /* [n, c, h, w], owned */
     int32_t *labels; /* [n], owned */
 };
 

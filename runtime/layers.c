@@ -95,8 +95,8 @@ static int infer(struct hp_unit *u, struct hp_op *op)
         if (op->type == HP_OP_AVGPOOL && op->kernel == 0) {
             /* global average pooling */
             if (in.h != in.w) {
-                hp_error("unit '%s': global pooling needs a square input, not %dx%d", u->name,
-                         in.h, in.w);
+                hp_error("unit '%s': global pooling needs a square input, not %dx%d", u->name, in.h,
+                         in.w);
                 return -HP_EMODEL;
             }
             op->kernel = in.h;
@@ -128,8 +128,8 @@ static int infer(struct hp_unit *u, struct hp_op *op)
     case HP_OP_ADD: {
         struct hp_shape b = hp_unit_tensor_shape(u, op->in[1]);
         if (b.c != in.c || b.h != in.h || b.w != in.w) {
-            hp_error("unit '%s': residual add of %dx%dx%d and %dx%dx%d", u->name, in.c, in.h,
-                     in.w, b.c, b.h, b.w);
+            hp_error("unit '%s': residual add of %dx%dx%d and %dx%dx%d", u->name, in.c, in.h, in.w,
+                     b.c, b.h, b.w);
             return -HP_EMODEL;
         }
         break;
@@ -150,7 +150,8 @@ static int infer(struct hp_unit *u, struct hp_op *op)
  * Bytes are read + written floats, parameters included, for a roofline estimate. */
 static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
 {
-    const double in = (double)hp_shape_size(op->in_shape), out = (double)hp_shape_size(op->out_shape);
+    const double in = (double)hp_shape_size(op->in_shape),
+                 out = (double)hp_shape_size(op->out_shape);
     double macs = 0.0, fwd = 0.0, bwd = 0.0, fb, bb;
 
     switch (op->type) {
@@ -159,8 +160,8 @@ static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
         fwd = 2.0 * macs + (op->bias ? out : 0.0);
         bwd = 4.0 * macs + (op->bias ? out : 0.0);
         if (op->kernel > 1 || op->stride > 1 || op->pad > 0) {
-            size_t ws = (size_t)op->in_shape.c * op->kernel * op->kernel *
-                        op->out_shape.h * op->out_shape.w * sizeof(float);
+            size_t ws = (size_t)op->in_shape.c * op->kernel * op->kernel * op->out_shape.h *
+                        op->out_shape.w * sizeof(float);
             if (ws > c->workspace_bytes)
                 c->workspace_bytes = ws;
         }
@@ -233,8 +234,12 @@ int hp_unit_finish(struct hp_unit *u)
 static int add_conv(struct hp_unit *u, int in, int filters, int kernel, int stride, int pad,
                     int bias)
 {
-    struct hp_op op = {.type = HP_OP_CONV, .filters = filters, .kernel = kernel,
-                       .stride = stride, .pad = pad, .bias = bias};
+    struct hp_op op = {.type = HP_OP_CONV,
+                       .filters = filters,
+                       .kernel = kernel,
+                       .stride = stride,
+                       .pad = pad,
+                       .bias = bias};
     return hp_unit_add_op(u, &op, in, -1);
 }
 

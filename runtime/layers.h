@@ -55,16 +55,16 @@ struct hp_op {
 
 /* Costs of one unit, per sample (multiply by the minibatch size). */
 struct hp_unit_cost {
-    double fwd_macs;         /* multiply-adds of convolutions and linear layers */
-    double fwd_flops;        /* all forward floating-point operations (2 per MAC, + the rest) */
-    double bwd_flops;        /* backward: gradients of the input and of the parameters */
-    double fwd_bytes;        /* memory traffic estimate of the forward pass (roofline) */
-    double bwd_bytes;        /* of the backward pass */
-    size_t param_bytes;      /* trainable parameters (also = gradient bytes, = momentum bytes) */
-    size_t state_bytes;      /* non-trained state (batch norm running statistics) */
-    size_t out_bytes;        /* the unit's output activation (what crosses a stage boundary) */
-    size_t saved_bytes;      /* activations kept for backward, the input excluded */
-    size_t workspace_bytes;  /* largest per-sample scratch of one op (CPU im2col) */
+    double fwd_macs;        /* multiply-adds of convolutions and linear layers */
+    double fwd_flops;       /* all forward floating-point operations (2 per MAC, + the rest) */
+    double bwd_flops;       /* backward: gradients of the input and of the parameters */
+    double fwd_bytes;       /* memory traffic estimate of the forward pass (roofline) */
+    double bwd_bytes;       /* of the backward pass */
+    size_t param_bytes;     /* trainable parameters (also = gradient bytes, = momentum bytes) */
+    size_t state_bytes;     /* non-trained state (batch norm running statistics) */
+    size_t out_bytes;       /* the unit's output activation (what crosses a stage boundary) */
+    size_t saved_bytes;     /* activations kept for backward, the input excluded */
+    size_t workspace_bytes; /* largest per-sample scratch of one op (CPU im2col) */
 };
 
 struct hp_unit {

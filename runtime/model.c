@@ -15,13 +15,23 @@
 #define MAX_DIM 65536
 
 enum unit_type {
-    T_CONV, T_LINEAR, T_MAXPOOL, T_AVGPOOL, T_GAP, T_BN, T_RELU, T_FLATTEN, T_DROPOUT,
-    T_BASIC, T_BOTTLENECK, T_NTYPES
+    T_CONV,
+    T_LINEAR,
+    T_MAXPOOL,
+    T_AVGPOOL,
+    T_GAP,
+    T_BN,
+    T_RELU,
+    T_FLATTEN,
+    T_DROPOUT,
+    T_BASIC,
+    T_BOTTLENECK,
+    T_NTYPES
 };
 
-static const char *const type_words[] = {"conv",    "linear",  "maxpool", "avgpool",
-                                         "gap",     "batchnorm", "relu",  "flatten",
-                                         "dropout", "basic",   "bottleneck", NULL};
+static const char *const type_words[] = {"conv",    "linear",    "maxpool",    "avgpool",
+                                         "gap",     "batchnorm", "relu",       "flatten",
+                                         "dropout", "basic",     "bottleneck", NULL};
 
 /* The keys each unit type accepts (besides type and repeat). */
 static const char *const keys_conv[] = {"type", "repeat", "filters", "kernel", "stride",
@@ -34,10 +44,10 @@ static const char *const keys_block[] = {"type", "repeat", "filters", "stride", 
 static const char *const keys_model[] = {"name", "dataset", "input", "classes", NULL};
 
 static const char *const *const type_keys[T_NTYPES] = {
-    [T_CONV] = keys_conv,       [T_LINEAR] = keys_linear,   [T_MAXPOOL] = keys_pool,
-    [T_AVGPOOL] = keys_pool,    [T_GAP] = keys_none,        [T_BN] = keys_none,
-    [T_RELU] = keys_none,       [T_FLATTEN] = keys_none,    [T_DROPOUT] = keys_dropout,
-    [T_BASIC] = keys_block,     [T_BOTTLENECK] = keys_block,
+    [T_CONV] = keys_conv,    [T_LINEAR] = keys_linear,    [T_MAXPOOL] = keys_pool,
+    [T_AVGPOOL] = keys_pool, [T_GAP] = keys_none,         [T_BN] = keys_none,
+    [T_RELU] = keys_none,    [T_FLATTEN] = keys_none,     [T_DROPOUT] = keys_dropout,
+    [T_BASIC] = keys_block,  [T_BOTTLENECK] = keys_block,
 };
 
 static const char *const dataset_words[] = {"fashion-mnist", "imagenet", "none", NULL};
@@ -101,8 +111,8 @@ static int build_unit(const struct hp_ini *ini, const char *sec, enum unit_type 
             (rc = hp_ini_get_bool(ini, sec, "bias", 0, !bn, &bias)) ||
             (rc = hp_ini_get_bool(ini, sec, "relu", 0, 0, &relu)))
             return -HP_EMODEL;
-        return hp_unit_build_conv(u, (int)filters, (int)kernel, first ? (int)stride : 1,
-                                  (int)pad, bias, bn, relu);
+        return hp_unit_build_conv(u, (int)filters, (int)kernel, first ? (int)stride : 1, (int)pad,
+                                  bias, bn, relu);
     case T_LINEAR:
         if ((rc = get_int(ini, sec, "outputs", 1, 0, 1, &outputs)) ||
             (rc = hp_ini_get_bool(ini, sec, "bias", 0, 1, &bias)) ||
@@ -191,8 +201,7 @@ static int load_units(const struct hp_ini *ini, struct hp_model *m)
             hp_unit_init(u, name, type_words[t], cur);
             rc = build_unit(ini, sec, (enum unit_type)t, r == 0, u);
             if (rc) {
-                hp_error("%s: [%s]: invalid unit (input %dx%dx%d)", path, sec, cur.c, cur.h,
-                         cur.w);
+                hp_error("%s: [%s]: invalid unit (input %dx%dx%d)", path, sec, cur.c, cur.h, cur.w);
                 return -HP_EMODEL;
             }
             cur = u->out;
@@ -206,8 +215,8 @@ static int load_units(const struct hp_ini *ini, struct hp_model *m)
         return -HP_EMODEL;
     }
     if (hp_shape_size(cur) != (size_t)m->classes) {
-        hp_error("%s: the last unit outputs %dx%dx%d values, but [model] classes = %d", path,
-                 cur.c, cur.h, cur.w, m->classes);
+        hp_error("%s: the last unit outputs %dx%dx%d values, but [model] classes = %d", path, cur.c,
+                 cur.h, cur.w, m->classes);
         return -HP_EMODEL;
     }
     return 0;

@@ -15,18 +15,18 @@
 /* A tensor of the net: the input (id 0) or the output of one op. */
 struct net_tensor {
     struct hp_shape shape;
-    size_t size;       /* floats per minibatch: batch x shape */
-    size_t act_off;    /* floats into a slot's activation region */
-    float *grad;       /* NULL for the input unless need_input_grad */
-    int consumers;     /* ops reading it (+1 for the net's output) */
-    int grad_ready;    /* during backward: the gradient holds a first contribution */
+    size_t size;    /* floats per minibatch: batch x shape */
+    size_t act_off; /* floats into a slot's activation region */
+    float *grad;    /* NULL for the input unless need_input_grad */
+    int consumers;  /* ops reading it (+1 for the net's output) */
+    int grad_ready; /* during backward: the gradient holds a first contribution */
 };
 
 struct net_op {
     const struct hp_op *op;
-    int unit;         /* model index */
-    int index;        /* op index in its unit */
-    int in[2], out;   /* net tensor ids */
+    int unit;                         /* model index */
+    int index;                        /* op index in its unit */
+    int in[2], out;                   /* net tensor ids */
     float *w, *b, *gw, *gb, *rm, *rv; /* parameters (b: bias or beta; w: weights or gamma) */
     struct hp_conv *conv;
     size_t extra_off; /* floats into a slot's extra region: masks, batch norm saves */
@@ -50,13 +50,13 @@ struct hp_net {
     void *arena;
     float *params, *grads, *momentum, *state;
     size_t nparams, nstate;
-    float *acts;            /* nslots x slot_floats */
-    size_t slot_floats;     /* activations of one slot */
-    float *extra;           /* nslots x extra_floats */
+    float *acts;        /* nslots x slot_floats */
+    size_t slot_floats; /* activations of one slot */
+    float *extra;       /* nslots x extra_floats */
     size_t extra_floats;
     float *workspace, *scratch;
     int32_t *labels;
-    int32_t *labels_host;   /* staging for hp_net_loss (allocated once) */
+    int32_t *labels_host; /* staging for hp_net_loss (allocated once) */
     struct hp_net_memory mem;
     struct hp_net_profile *prof;
 };
@@ -140,9 +140,9 @@ static int make_descs(struct hp_net *net, size_t *ws_max)
 
         switch (op->type) {
         case HP_OP_CONV:
-            o->d.conv = (struct hp_conv_desc){batch, in.c, in.h, in.w, out.c, op->kernel,
-                                              op->kernel, op->stride, op->pad, out.h, out.w,
-                                              op->bias};
+            o->d.conv =
+                (struct hp_conv_desc){batch,      in.c,       in.h,    in.w,  out.c, op->kernel,
+                                      op->kernel, op->stride, op->pad, out.h, out.w, op->bias};
             rc = net->be->ops->conv_create(net->be, &o->d.conv, &o->conv, &ws);
             if (rc)
                 return rc;
@@ -151,8 +151,8 @@ static int make_descs(struct hp_net *net, size_t *ws_max)
             break;
         case HP_OP_MAXPOOL:
         case HP_OP_AVGPOOL:
-            o->d.pool = (struct hp_pool_desc){batch, in.c, in.h, in.w, op->kernel, op->stride,
-                                              op->pad, out.h, out.w};
+            o->d.pool = (struct hp_pool_desc){batch,      in.c,    in.h,  in.w, op->kernel,
+                                              op->stride, op->pad, out.h, out.w};
             break;
         case HP_OP_BN:
             o->d.bn = (struct hp_bn_desc){batch, in.c, in.h * in.w, 1e-5f, 0.1f};
@@ -312,15 +312,15 @@ int hp_net_init_params(struct hp_net *net, uint64_t seed)
     for (int i = 0; i < net->nops; i++) {
         const struct net_op *o = &net->ops[i];
         const struct hp_op *op = o->op;
-        const uint64_t s = hp_rng_derive(hp_rng_derive(seed, (uint64_t)o->unit), (uint64_t)o->index);
+        const uint64_t s =
+            hp_rng_derive(hp_rng_derive(seed, (uint64_t)o->unit), (uint64_t)o->index);
         size_t p = (size_t)(o->w ? o->w - net->params : 0), nw, fan_in;
 
         switch (op->type) {
         case HP_OP_CONV:
         case HP_OP_LINEAR: {
-            fan_in = op->type == HP_OP_CONV
-                         ? (size_t)op->in_shape.c * op->kernel * op->kernel
-                         : hp_shape_size(op->in_shape);
+            fan_in = op->type == HP_OP_CONV ? (size_t)op->in_shape.c * op->kernel * op->kernel
+                                            : hp_shape_size(op->in_shape);
             nw = (size_t)op->filters * fan_in;
             const float wb = sqrtf(6.0f / (float)fan_in), bb = 1.0f / sqrtf((float)fan_in);
             for (size_t k = 0; k < nw; k++)
@@ -450,10 +450,9 @@ static void op_flops(const struct hp_net *net, const struct hp_op *op, double *f
     *fwd = 0.0;
     *bwd = 0.0;
     if (op->type == HP_OP_CONV || op->type == HP_OP_LINEAR) {
-        double macs = op->type == HP_OP_CONV
-                          ? (double)op->in_shape.c * op->kernel * op->kernel *
-                                hp_shape_size(op->out_shape)
-                          : (double)hp_shape_size(op->in_shape) * op->filters;
+        double macs = op->type == HP_OP_CONV ? (double)op->in_shape.c * op->kernel * op->kernel *
+                                                   hp_shape_size(op->out_shape)
+                                             : (double)hp_shape_size(op->in_shape) * op->filters;
         *fwd = 2.0 * macs * net->cfg.batch;
         *bwd = 4.0 * macs * net->cfg.batch;
     }
@@ -534,8 +533,8 @@ int hp_net_forward(struct hp_net *net, int slot, int train, uint64_t step_seed)
             break;
         case HP_OP_DROPOUT:
             if (train && op->p > 0.0f) {
-                uint64_t s = hp_rng_derive(hp_rng_derive(step_seed, (uint64_t)o->unit),
-                                           (uint64_t)o->index);
+                uint64_t s =
+                    hp_rng_derive(hp_rng_derive(step_seed, (uint64_t)o->unit), (uint64_t)o->index);
                 rc = ops->dropout_forward(be, x, y, extra(net, slot, o), n, op->p, s);
             } else {
                 rc = ops->copy(be, y, x, n * sizeof(float));
@@ -639,14 +638,14 @@ int hp_net_backward(struct hp_net *net, int slot)
         case HP_OP_LINEAR: {
             const int in = (int)hp_shape_size(op->in_shape), b = net->cfg.batch;
             /* gw [out, in] = dy^T [out, batch] x [batch, in] */
-            rc = ops->gemm(be, 1, 0, op->filters, in, b, 1.0f, dy, op->filters, x, in, 0.0f,
-                           o->gw, in);
+            rc = ops->gemm(be, 1, 0, op->filters, in, b, 1.0f, dy, op->filters, x, in, 0.0f, o->gw,
+                           in);
             if (!rc && op->bias)
                 rc = ops->bias_grad(be, dy, o->gb, b, op->filters);
             /* dx [batch, in] = dy [batch, out] w [out, in] */
             if (!rc && dx)
-                rc = ops->gemm(be, 0, 0, b, in, op->filters, 1.0f, dy, op->filters, o->w, in,
-                               0.0f, dx, in);
+                rc = ops->gemm(be, 0, 0, b, in, op->filters, 1.0f, dy, op->filters, o->w, in, 0.0f,
+                               dx, in);
             break;
         }
         case HP_OP_BN: {

@@ -29,10 +29,10 @@ struct hp_net_config {
 /* Bytes a net holds, by purpose (what the planner's memory model must predict). */
 struct hp_net_memory {
     size_t params, grads, momentum, state; /* state: batch norm running statistics */
-    size_t activations;                   /* all slots */
-    size_t act_grads;                     /* one set */
-    size_t workspace, scratch, other;     /* other: batch norm saves, dropout masks, labels */
-    size_t total;                         /* the one allocation */
+    size_t activations;                    /* all slots */
+    size_t act_grads;                      /* one set */
+    size_t workspace, scratch, other;      /* other: batch norm saves, dropout masks, labels */
+    size_t total;                          /* the one allocation */
 };
 
 struct hp_net;

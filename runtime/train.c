@@ -177,9 +177,9 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
         permute(perm, ntrain, hp_rng_derive(o->seed, 0x1000 + (uint64_t)epoch));
         for (int s = 0; s < steps_per_epoch; s++, step++) {
             const double t0 = now_s();
-            const float lr = o->cosine ? (float)(0.5 * o->lr *
-                                                 (1.0 + cos(M_PI * (double)step / total_steps)))
-                                       : o->lr;
+            const float lr =
+                o->cosine ? (float)(0.5 * o->lr * (1.0 + cos(M_PI * (double)step / total_steps)))
+                          : o->lr;
             double l;
             int c;
 
@@ -213,9 +213,8 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
                            o->epochs, s + 1, steps_per_epoch, res->last_loss,
                            100.0 * (double)csum / ((double)nint * o->batch), ips);
                 if (csv)
-                    fprintf(csv, "train,%d,%ld,%.3f,%.6f,%.6f,%.1f\n", epoch + 1, step + 1,
-                            t_train, res->last_loss, (double)csum / ((double)nint * o->batch),
-                            ips);
+                    fprintf(csv, "train,%d,%ld,%.3f,%.6f,%.6f,%.1f\n", epoch + 1, step + 1, t_train,
+                            res->last_loss, (double)csum / ((double)nint * o->batch), ips);
                 fflush(stdout);
                 lsum = 0.0;
                 csum = 0;
@@ -231,8 +230,8 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
                epoch + 1, o->epochs, res->test_loss, 100.0 * res->test_acc, t_train,
                (double)step * o->batch / t_train);
         if (csv)
-            fprintf(csv, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, step, t_train,
-                    res->test_loss, res->test_acc);
+            fprintf(csv, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, step, t_train, res->test_loss,
+                    res->test_acc);
         fflush(stdout);
     }
 

@@ -19,20 +19,20 @@ struct hp_train_opts {
     int epochs;
     int batch;
     float lr, momentum, weight_decay;
-    int cosine;           /* cosine learning-rate decay to 0 over the run (else constant) */
+    int cosine; /* cosine learning-rate decay to 0 over the run (else constant) */
     uint64_t seed;
-    int train_limit;      /* use only the first N training samples (0: all) */
-    int test_limit;       /* evaluate on the first N test samples (0: all) */
-    int log_every;        /* steps between progress lines (0: none) */
+    int train_limit; /* use only the first N training samples (0: all) */
+    int test_limit;  /* evaluate on the first N test samples (0: all) */
+    int log_every;   /* steps between progress lines (0: none) */
 };
 
 struct hp_train_result {
     long steps;
-    double seconds;        /* training time, evaluation excluded */
-    double images_per_s;   /* training images per second */
-    double last_loss;      /* mean loss of the last logged interval */
+    double seconds;             /* training time, evaluation excluded */
+    double images_per_s;        /* training images per second */
+    double last_loss;           /* mean loss of the last logged interval */
     double test_loss, test_acc; /* after the last epoch */
-    uint64_t param_hash;   /* FNV-1a of the final parameters' bytes */
+    uint64_t param_hash;        /* FNV-1a of the final parameters' bytes */
 };
 
 /* Defaults for every field (cnn, auto device, 5 epochs, batch 64, lr 0.05, momentum 0.9,

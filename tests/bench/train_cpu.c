@@ -31,7 +31,8 @@ static double now_s(void)
 static double sgemm_gflops(void)
 {
     const int n = 1024, reps = 10;
-    float *a = malloc((size_t)n * n * 4), *b = malloc((size_t)n * n * 4), *c = malloc((size_t)n * n * 4);
+    float *a = malloc((size_t)n * n * 4), *b = malloc((size_t)n * n * 4),
+          *c = malloc((size_t)n * n * 4);
     double best = 0.0;
 
     for (size_t i = 0; i < (size_t)n * n; i++) {
@@ -41,8 +42,8 @@ static double sgemm_gflops(void)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f,
-                    c, n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c,
+                    n);
         double g = 2.0 * n * n * (double)n / (now_s() - t0) / 1e9;
         if (g > best)
             best = g;
@@ -65,8 +66,7 @@ static int layer_gflops(int steps, double *gflops, double *share)
     int rc;
 
     if ((rc = hp_model_load("cnn", &m)) || (rc = hp_backend_cpu_create(&be)) ||
-        (rc = hp_net_create(be, m, 0, m->nunits, &cfg, &net)) ||
-        (rc = hp_net_init_params(net, 1)))
+        (rc = hp_net_create(be, m, 0, m->nunits, &cfg, &net)) || (rc = hp_net_init_params(net, 1)))
         goto out;
     float *x = hp_net_input(net, 0);
     for (size_t i = 0; i < 64 * 784; i++)
@@ -115,7 +115,6 @@ int main(int argc, char **argv)
         struct hp_train_opts o;
         struct hp_train_result res;
 
-
         double s = sgemm_gflops();
         hp_train_opts_init(&o);
         o.model = "cnn";
@@ -128,8 +127,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "train_cpu: benchmark failed\n");
             return 1;
         }
-        printf("round %d: sgemm %.1f GFLOP/s, cnn %.0f images/s, conv+linear %.1f GFLOP/s\n",
-               r + 1, s, res.images_per_s, g);
+        printf("round %d: sgemm %.1f GFLOP/s, cnn %.0f images/s, conv+linear %.1f GFLOP/s\n", r + 1,
+               s, res.images_per_s, g);
         if (s > best_sgemm)
             best_sgemm = s;
         if (res.images_per_s > best_ips)

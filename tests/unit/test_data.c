@@ -103,15 +103,14 @@ START_TEST(corrupt_files)
 {
     const struct corrupt *c = &cases[_i];
     struct hp_dataset d = {0};
-    char *dir = make_split(c->img_magic, c->count, c->rows, c->payload, c->lab_magic,
-                           c->lab_count, c->bad_label, c->garbage);
+    char *dir = make_split(c->img_magic, c->count, c->rows, c->payload, c->lab_magic, c->lab_count,
+                           c->bad_label, c->garbage);
     const char *err;
 
     test_capture_begin();
     ck_assert_int_eq(hp_dataset_load_fashion_mnist(dir, 0, &d), -HP_EDATA);
     err = test_capture_end();
-    ck_assert_msg(strstr(err, c->expect) != NULL, "case %d: '%s' not in: %s", _i, c->expect,
-                  err);
+    ck_assert_msg(strstr(err, c->expect) != NULL, "case %d: '%s' not in: %s", _i, c->expect, err);
     ck_assert_msg(strstr(err, "t10k-") != NULL, "case %d: no file name in: %s", _i, err);
     ck_assert_ptr_null(d.images);
 }

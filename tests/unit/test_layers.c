@@ -29,8 +29,19 @@
 #define RTOL 2e-2
 #define BATCH 3
 
-enum unit_kind { K_CONV, K_LINEAR, K_MAXPOOL, K_AVGPOOL, K_GAP, K_BN, K_RELU, K_FLATTEN,
-                 K_DROPOUT, K_BASIC, K_BOTTLENECK };
+enum unit_kind {
+    K_CONV,
+    K_LINEAR,
+    K_MAXPOOL,
+    K_AVGPOOL,
+    K_GAP,
+    K_BN,
+    K_RELU,
+    K_FLATTEN,
+    K_DROPOUT,
+    K_BASIC,
+    K_BOTTLENECK
+};
 
 struct spec {
     enum unit_kind kind;
@@ -264,14 +275,16 @@ static void gradcheck(struct hp_shape in, const struct spec *specs, int n)
 
 START_TEST(grad_conv_3x3_pad)
 {
-    const struct spec s[] = {{.kind = K_CONV, .filters = 4, .kernel = 3, .stride = 1, .pad = 1, .bias = 1}};
+    const struct spec s[] = {
+        {.kind = K_CONV, .filters = 4, .kernel = 3, .stride = 1, .pad = 1, .bias = 1}};
     gradcheck(SHAPE(2, 6, 6), s, 1);
 }
 END_TEST
 
 START_TEST(grad_conv_stride2)
 {
-    const struct spec s[] = {{.kind = K_CONV, .filters = 3, .kernel = 3, .stride = 2, .pad = 1, .bias = 1}};
+    const struct spec s[] = {
+        {.kind = K_CONV, .filters = 3, .kernel = 3, .stride = 2, .pad = 1, .bias = 1}};
     gradcheck(SHAPE(2, 7, 7), s, 1);
 }
 END_TEST
@@ -285,14 +298,16 @@ END_TEST
 
 START_TEST(grad_conv_7x7_stride2_pad3)
 {
-    const struct spec s[] = {{.kind = K_CONV, .filters = 2, .kernel = 7, .stride = 2, .pad = 3, .bias = 1}};
+    const struct spec s[] = {
+        {.kind = K_CONV, .filters = 2, .kernel = 7, .stride = 2, .pad = 3, .bias = 1}};
     gradcheck(SHAPE(1, 9, 9), s, 1);
 }
 END_TEST
 
 START_TEST(grad_conv_bn_relu)
 {
-    const struct spec s[] = {{.kind = K_CONV, .filters = 3, .kernel = 3, .stride = 1, .pad = 1, .bn = 1, .relu = 1}};
+    const struct spec s[] = {
+        {.kind = K_CONV, .filters = 3, .kernel = 3, .stride = 1, .pad = 1, .bn = 1, .relu = 1}};
     gradcheck(SHAPE(2, 5, 5), s, 1);
 }
 END_TEST
@@ -594,8 +609,7 @@ START_TEST(conv_weight_grad_groups)
                                      dy[(((size_t)n * 4 + k) * 142 + p) * 142 + q];
                         }
                 ck_assert_msg(fabs(dw[k * 9 + i * 3 + j] - s) < 1e-2 + 1e-4 * fabs(s),
-                              "dw[%d][%d][%d] %f vs %f", k, i, j, (double)dw[k * 9 + i * 3 + j],
-                              s);
+                              "dw[%d][%d][%d] %f vs %f", k, i, j, (double)dw[k * 9 + i * 3 + j], s);
             }
     }
     be->ops->free(be, work);

@@ -60,8 +60,8 @@ START_TEST(small_models)
     ck_assert_int_eq(m->input.h, 28);
     ck_assert_int_eq(m->classes, 10);
     /* conv 1->32 3x3 + bias, bn 32, conv 32->64 3x3 + bias... (bias off under bn) */
-    ck_assert_int_eq(m->nparams, (32 * 9) + 64 + (64 * 32 * 9) + 128 + (3136 * 128 + 128) +
-                                     (128 * 10 + 10));
+    ck_assert_int_eq(m->nparams,
+                     (32 * 9) + 64 + (64 * 32 * 9) + 128 + (3136 * 128 + 128) + (128 * 10 + 10));
     hp_model_destroy(m);
     m = load_ok("mlp");
     ck_assert_int_eq(m->nparams, 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10);
