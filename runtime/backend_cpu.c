@@ -148,6 +148,23 @@ static int same_conv(const struct hp_conv_desc *d)
     return d->stride == 1 && d->p == d->h && d->q == d->w;
 }
 
+/* Zero the cells of column-matrix row (., ., j) whose input column falls outside the plane
+ * (in a flat shift they wrapped around from the neighbouring image row). */
+static void zero_wrapped(const struct hp_conv_desc *d, int j, float *row)
+{
+    int q0, q1;
+
+    valid_cols(d, j, &q0, &q1);
+    if (q0 == 0 && q1 == d->q)
+        return;
+    for (int p = 0; p < d->p; p++) {
+        for (int q = 0; q < q0; q++)
+            row[p * d->q + q] = 0.0f;
+        for (int q = q1; q < d->q; q++)
+            row[p * d->q + q] = 0.0f;
+    }
+}
+
 static void im2col_same(const struct hp_conv_desc *d, const float *x, float *col)
 {
     const int hw = d->h * d->w;
@@ -159,21 +176,13 @@ static void im2col_same(const struct hp_conv_desc *d, const float *x, float *col
                 float *row = col + ((size_t)(c * d->r + i) * d->s + j) * hw;
                 const int shift = (i - d->pad) * d->w + (j - d->pad);
                 const int t0 = shift < 0 ? -shift : 0, t1 = shift > 0 ? hw - shift : hw;
-                int q0, q1;
                 for (int t = 0; t < t0; t++)
                     row[t] = 0.0f;
                 if (t1 > t0)
                     memcpy(row + t0, xc + t0 + shift, (size_t)(t1 - t0) * sizeof(float));
                 for (int t = t1 > t0 ? t1 : t0; t < hw; t++)
                     row[t] = 0.0f;
-                valid_cols(d, j, &q0, &q1);
-                if (q0 > 0 || q1 < d->q)
-                    for (int p = 0; p < d->p; p++) {
-                        for (int q = 0; q < q0; q++)
-                            row[p * d->q + q] = 0.0f;
-                        for (int q = q1; q < d->q; q++)
-                            row[p * d->q + q] = 0.0f;
-                    }
+                zero_wrapped(d, j, row);
             }
         }
     }
@@ -191,15 +200,7 @@ static void col2im_same(const struct hp_conv_desc *d, float *col, float *dx)
                 float *row = col + ((size_t)(c * d->r + i) * d->s + j) * hw;
                 const int shift = (i - d->pad) * d->w + (j - d->pad);
                 const int t0 = shift < 0 ? -shift : 0, t1 = shift > 0 ? hw - shift : hw;
-                int q0, q1;
-                valid_cols(d, j, &q0, &q1);
-                if (q0 > 0 || q1 < d->q)
-                    for (int p = 0; p < d->p; p++) {
-                        for (int q = 0; q < q0; q++)
-                            row[p * d->q + q] = 0.0f;
-                        for (int q = q1; q < d->q; q++)
-                            row[p * d->q + q] = 0.0f;
-                    }
+                zero_wrapped(d, j, row);
                 for (int t = t0; t < t1; t++)
                     xc[t + shift] += row[t];
             }
