@@ -115,8 +115,10 @@ $(LIB): $(LIB_OBJS)
 $(HETPIPE): $(BUILD)/launcher/hetpipe.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
+# The unit tests count allocations (tests/unit/util.c) by wrapping the allocator.
+WRAP_ALLOC := $(foreach f,malloc calloc realloc posix_memalign,-Wl,--wrap=$(f))
 $(UNIT_TESTS): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(HP_LIBS)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) $(WRAP_ALLOC) -o $@ $^ $(CHECK_LIBS) $(HP_LIBS)
 
 $(BUILD)/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)

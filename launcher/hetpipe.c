@@ -266,7 +266,10 @@ static int cmd_model(int argc, char **argv)
     printf("model %s: %d units, input %dx%dx%d, %d classes, data set %s\n", m->name, m->nunits,
            m->input.c, m->input.h, m->input.w, m->classes, m->dataset);
     printf("parameters: %zu (%.2f M)\n", m->nparams, (double)m->nparams / 1e6);
-    printf("forward multiply-adds per sample: %.0f (%.2f G)\n", t.fwd_macs, t.fwd_macs / 1e9);
+    if (t.fwd_macs >= 1e9)
+        printf("forward multiply-adds per sample: %.0f (%.2f G)\n", t.fwd_macs, t.fwd_macs / 1e9);
+    else
+        printf("forward multiply-adds per sample: %.0f (%.2f M)\n", t.fwd_macs, t.fwd_macs / 1e6);
     printf("forward FLOPs per sample: %.3g, backward FLOPs per sample: %.3g\n", t.fwd_flops,
            t.bwd_flops);
     printf("activations kept for backward per sample: %.2f MiB\n",

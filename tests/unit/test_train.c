@@ -1,7 +1,11 @@
 /* test_train.c - single-process training: determinism and a short run that must learn. */
 #include "suites.h"
+#include "util.h"
 
 #include "backend.h"
+#include "model.h"
+#include "net.h"
+#include "rng.h"
 #include "train.h"
 
 #include <check.h>
@@ -68,6 +72,65 @@ START_TEST(mlp_learns_on_a_subset)
 }
 END_TEST
 
+/* Nothing is allocated inside the per-minibatch loop: after one warm-up step, further
+ * training steps (forward, loss, backward, SGD) and evaluation passes allocate nothing. */
+static void no_alloc_in_steps(const char *model_name)
+{
+    struct hp_backend *be;
+    struct hp_model *m;
+    struct hp_net *net;
+    const struct hp_net_config cfg = {.batch = 16, .nslots = 2, .need_input_grad = 1};
+    int32_t lab[16];
+    long before;
+
+    ck_assert_int_eq(hp_model_load(model_name, &m), 0);
+    ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+    ck_assert_int_eq(hp_net_create(be, m, 0, m->nunits, &cfg, &net), 0);
+    ck_assert_int_eq(hp_net_init_params(net, 1), 0);
+    for (int i = 0; i < 16; i++)
+        lab[i] = i % 10;
+    float *x = hp_net_input(net, 1);
+    for (size_t i = 0; i < 16 * hp_shape_size(m->input); i++)
+        x[i] = hp_rng_uniform(4, i);
+    /* no ck_assert inside the counted loop: Check allocates when it records a location */
+    int rc = 0;
+    before = -1;
+    for (int s = 0; s < 4 && rc == 0; s++) {
+        double l;
+        int c;
+        if (s == 1)
+            before = test_allocations();
+        rc = hp_net_forward(net, 1, 1, (uint64_t)s);
+        rc = rc ? rc : hp_net_loss(net, 1, lab, 16, 1, &l, &c);
+        rc = rc ? rc : hp_net_backward(net, 1);
+        rc = rc ? rc : hp_net_sgd(net, 0.01f, 0.9f, 1e-4f);
+        rc = rc ? rc : hp_net_forward(net, 1, 0, 0);
+        rc = rc ? rc : hp_net_loss(net, 1, lab, 10, 0, &l, &c);
+    }
+    const long during = test_allocations() - before;
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(during, 0);
+    ck_assert_int_gt(before, 0); /* the counter does count (net creation allocated) */
+    hp_net_destroy(net);
+    hp_backend_destroy(be);
+    hp_model_destroy(m);
+}
+
+START_TEST(no_allocation_per_minibatch)
+{
+    no_alloc_in_steps("cnn");
+    no_alloc_in_steps("mlp");
+    /* every unit type */
+    no_alloc_in_steps(test_write_file(
+        "all.ini", "[model]\ninput = 3x16x16\nclasses = 10\n"
+                   "[c]\ntype = conv\nfilters = 8\nkernel = 3\npad = 1\nbn = true\nrelu = true\n"
+                   "[p]\ntype = maxpool\nkernel = 2\n[b]\ntype = bottleneck\nfilters = 4\n"
+                   "stride = 2\n[r]\ntype = basic\nfilters = 8\nstride = 1\n"
+                   "[a]\ntype = avgpool\nkernel = 2\n[n]\ntype = batchnorm\n[u]\ntype = relu\n"
+                   "[f]\ntype = flatten\n[d]\ntype = dropout\n[g]\ntype = linear\noutputs = 10\n"));
+}
+END_TEST
+
 Suite *suite_train(void)
 {
     Suite *s = suite_create("train");
@@ -77,6 +140,7 @@ Suite *suite_train(void)
     tcase_add_test(t, deterministic_for_a_seed);
     tcase_add_test(t, cnn_learns_on_a_subset);
     tcase_add_test(t, mlp_learns_on_a_subset);
+    tcase_add_test(t, no_allocation_per_minibatch);
     suite_add_tcase(s, t);
     return s;
 }

@@ -71,3 +71,45 @@ const char *test_capture_end(void)
     fclose(capture);
     return captured;
 }
+
+/* Allocation counting: the unit test binary is linked with -Wl,--wrap for these functions,
+ * so every call from our code (libhetpipe.a included) passes through here. */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **p, size_t a, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
+int __wrap_posix_memalign(void **p, size_t a, size_t n);
+
+static long allocations;
+
+void *__wrap_malloc(size_t n)
+{
+    allocations++;
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m)
+{
+    allocations++;
+    return __real_calloc(n, m);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    allocations++;
+    return __real_realloc(p, n);
+}
+
+int __wrap_posix_memalign(void **p, size_t a, size_t n)
+{
+    allocations++;
+    return __real_posix_memalign(p, a, n);
+}
+
+long test_allocations(void)
+{
+    return allocations;
+}

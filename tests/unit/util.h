@@ -16,4 +16,8 @@ const char *test_write_gz(const char *name, const void *data, size_t n);
 void test_capture_begin(void);
 const char *test_capture_end(void);
 
+/* Heap allocations made so far by code linked into the test binary (malloc, calloc, realloc,
+ * posix_memalign, counted through the linker's --wrap). */
+long test_allocations(void);
+
 #endif
