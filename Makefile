@@ -88,12 +88,14 @@ UNIT_SRCS  := $(wildcard tests/unit/*.c)
 UNIT_TESTS := $(BUILD)/tests/unit_tests
 GPU_CHECK  := $(BUILD)/tests/gpu_check_ops
 BENCH_CPU  := $(BUILD)/tests/bench_train_cpu
+TORCH_REF  := $(BUILD)/tests/torch_ref
 
 ALL_OBJS := $(LIB_OBJS) $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(UNIT_SRCS:%.c=$(BUILD)/%.o) \
-            $(BUILD)/tests/gpu/check_ops.o $(BUILD)/tests/bench/train_cpu.o
+            $(BUILD)/tests/gpu/check_ops.o $(BUILD)/tests/bench/train_cpu.o \
+            $(BUILD)/tests/bench/torch_ref.o
 
 .PHONY: all check install uninstall format clean features bench gpu-check
-all: features $(HETPIPE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU)
+all: features $(HETPIPE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF)
 
 features:
 	@echo "hetpipe: features: cpu backend (OpenBLAS): yes"
@@ -128,6 +130,9 @@ $(GPU_CHECK): $(BUILD)/tests/gpu/check_ops.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
 $(BENCH_CPU): $(BUILD)/tests/bench/train_cpu.o $(LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+
+$(TORCH_REF): $(BUILD)/tests/bench/torch_ref.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
 check: all

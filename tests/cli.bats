@@ -136,3 +136,22 @@ teardown() {
     [ "$status" -eq 77 ]
     [[ "$output" == *"SKIP"* ]]
 }
+
+@test "a 5-step training run matches PyTorch's (second implementation, skipped without torch)" {
+    py=""
+    for p in /usr/bin/python3 python3; do
+        if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import torch' > /dev/null 2>&1; then
+            py=$p
+            break
+        fi
+    done
+    if [ -z "$py" ]; then
+        skip "PyTorch not importable (apt-get install python3-torch)"
+    fi
+    run "$(dirname "$HETPIPE")/tests/torch_ref" "$TMP" 5
+    [ "$status" -eq 0 ]
+    run "$py" "$BATS_TEST_DIRNAME/torch_equiv.py" "$TMP"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"torch_equiv: ok"* ]]
+}
