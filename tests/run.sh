@@ -1,5 +1,5 @@
 #!/bin/sh
-# Run every test suite and end with one summary line "N passed, N failed".
+# Run every test suite and end with one summary line "N passed, N failed, N skipped".
 #   unit tests (Check): $UNIT_TESTS        CLI tests (bats): tests/cli.bats with $HETPIPE
 # Exit status: 0 only if nothing failed.
 set -u
@@ -15,6 +15,7 @@ log=$(mktemp -d /tmp/hetpipe-tests.XXXXXX)
 trap 'rm -rf "$log"' EXIT
 passed=0
 failed=0
+skipped=0
 
 echo "== unit tests (Check)"
 "$UNIT_TESTS" > "$log/unit.out" 2>&1
@@ -38,14 +39,16 @@ if command -v bats > /dev/null 2>&1; then
     bats --tap "$here"/*.bats > "$log/bats.out" 2>&1
     grep -E '^(not ok|ok)' "$log/bats.out" | sed 's/^/  /'
     grep -E '^#' "$log/bats.out" | head -40
-    p=$(grep -c '^ok' "$log/bats.out")
+    p=$(grep '^ok' "$log/bats.out" | grep -vc '# skip')
+    k=$(grep '^ok' "$log/bats.out" | grep -c '# skip')
     f=$(grep -c '^not ok' "$log/bats.out")
     passed=$((passed + p))
+    skipped=$((skipped + k))
     failed=$((failed + f))
 else
     echo "bats not found (run tests/deps.sh)"
     failed=$((failed + 1))
 fi
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
