@@ -9,7 +9,7 @@ UNIT_TESTS=${UNIT_TESTS:-$here/../build/tests/unit_tests}
 HETPIPE=${HETPIPE:-$here/../build/hetpipe}
 export HETPIPE
 # Many ranks share 2 cores; tests are deterministic with one BLAS thread.
-export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 
 log=$(mktemp -d /tmp/hetpipe-tests.XXXXXX)
 trap 'rm -rf "$log"' EXIT
