@@ -155,3 +155,12 @@ teardown() {
     [ "$status" -eq 0 ]
     [[ "$output" == *"torch_equiv: ok"* ]]
 }
+
+@test "a training step of ResNet-152 and VGG-19 at ImageNet shape runs on the CPU" {
+    run "$HETPIPE" time --model resnet152 --batch 1 --device cpu --steps 1 --warmup 0
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"model resnet152, batch 1, device cpu"*"ms/step"* ]]
+    run "$HETPIPE" time --model vgg19 --batch 1 --device cpu --steps 1 --warmup 0
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"model vgg19, batch 1"* ]]
+}
