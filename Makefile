@@ -59,7 +59,7 @@ HP_CFLAGS := -std=c11 -D_GNU_SOURCE -O3 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
 HP_LDFLAGS := $(SANFLAGS)
 HP_LIBS    := $(OPENBLAS_LIBS) -liniparser -lz -lm -lpthread
 
-COMMON_SRCS  := common/error.c common/log.c common/ini.c
+COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c
 RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
                 runtime/net.c runtime/data.c runtime/train.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)

@@ -29,14 +29,14 @@ struct hp_gpu_type {
     char name[HP_GPU_NAME_MAX]; /* "titanv" */
     char label[64];             /* "NVIDIA TITAN V" */
     double memory_gib;
-    double tflops;              /* fp32 peak */
-    double bandwidth_gbs;       /* memory bandwidth, GB/s (10^9 bytes) */
-    int cc_major, cc_minor;     /* compute capability */
+    double tflops;          /* fp32 peak */
+    double bandwidth_gbs;   /* memory bandwidth, GB/s (10^9 bytes) */
+    int cc_major, cc_minor; /* compute capability */
 };
 
 struct hp_gpudb {
     int ntypes;
-    struct hp_gpu_type *types; /* owned */
+    struct hp_gpu_type *types;                 /* owned */
     double intra_node_gbs, inter_node_gbs;     /* link bandwidths, GB/s */
     double intra_latency_us, inter_latency_us; /* per message */
     double efficiency;                         /* fraction of peak FLOPS, (0, 1] */
@@ -54,5 +54,12 @@ int hp_gpudb_find(const struct hp_gpudb *db, const char *name);
  * one next to the executable (../etc/hetpipe.conf), else HP_SYSCONFDIR/hetpipe.conf.
  * Written into buf (size n); 0, or -HP_ENOTFOUND (logged with the places tried). */
 int hp_gpudb_default_path(char *buf, unsigned long n);
+
+/* Check the section headers of the INI file `path` for what iniparser gets wrong silently:
+ * a section given twice (iniparser merges them key by key; names compared trimmed and
+ * case-insensitively, as iniparser does) and a ':' in a section name (iniparser's key
+ * separator: such a section vanishes). 0, -HP_ECONFIG (logged with the file, the line and
+ * the section) or -errno. Used by this module and by launcher/cluster.c. */
+int hp_conf_check_sections(const char *path);
 
 #endif
