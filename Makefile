@@ -61,7 +61,7 @@ HP_LIBS    := $(OPENBLAS_LIBS) -liniparser -lz -lm -lpthread
 
 COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c
 RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
-                runtime/net.c runtime/data.c runtime/train.c
+                runtime/net.c runtime/data.c runtime/train.c launcher/cluster.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
 
 ifeq ($(HAVE_CUDA),1)
@@ -145,9 +145,11 @@ gpu-check: all
 	sh tests/gpu/run.sh
 
 install: $(HETPIPE)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(SYSCONFDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR)/clusters \
+	    $(DESTDIR)$(SYSCONFDIR)
 	install -m 0755 $(HETPIPE) $(DESTDIR)$(BINDIR)/hetpipe
 	install -m 0644 etc/models/*.ini $(DESTDIR)$(DATADIR)/models/
+	install -m 0644 etc/clusters/*.ini $(DESTDIR)$(DATADIR)/clusters/
 	@# An admin's edited config is never overwritten; the shipped one lands beside it.
 	@for f in $(wildcard etc/*.conf); do \
 	    dst=$(DESTDIR)$(SYSCONFDIR)/$$(basename $$f); \

@@ -9,5 +9,6 @@ Suite *suite_layers(void);
 Suite *suite_model(void);
 Suite *suite_data(void);
 Suite *suite_train(void);
+Suite *suite_cluster(void);
 
 #endif

@@ -1,0 +1,379 @@
+/* test_cluster.c - the site config's GPU database and the cluster descriptions. */
+#include "suites.h"
+#include "util.h"
+
+#include "cluster.h"
+#include "error.h"
+#include "gpudb.h"
+
+#include <check.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SITE_CONF "etc/hetpipe.conf"
+
+static void load_site(struct hp_gpudb *db)
+{
+    ck_assert_int_eq(hp_gpudb_load(SITE_CONF, db), 0);
+}
+
+static void check_type(const struct hp_gpudb *db, const char *name, double gib, double tflops,
+                       double gbs, int major, int minor)
+{
+    int i = hp_gpudb_find(db, name);
+    const struct hp_gpu_type *t;
+
+    ck_assert_msg(i >= 0, "type '%s' missing", name);
+    t = &db->types[i];
+    ck_assert_str_eq(t->name, name);
+    ck_assert_double_eq(t->memory_gib, gib);
+    ck_assert_double_eq_tol(t->tflops, tflops, 1e-9);
+    ck_assert_double_eq_tol(t->bandwidth_gbs, gbs, 1e-9);
+    ck_assert_int_eq(t->cc_major, major);
+    ck_assert_int_eq(t->cc_minor, minor);
+}
+
+START_TEST(site_config)
+{
+    static const char *const modern[] = {"v100-16", "v100-32", "t4",      "a10",  "l4",   "a100-40",
+                                         "a100-80", "rtx3090", "rtx4090", "h100", "h200", NULL};
+    struct hp_gpudb db;
+
+    load_site(&db);
+    check_type(&db, "titanv", 12, 14.9, 652.8, 7, 0);
+    check_type(&db, "titanrtx", 24, 16.3, 672, 7, 5);
+    check_type(&db, "rtx2060", 6, 6.5, 336, 7, 5);
+    check_type(&db, "p4000", 8, 5.3, 243, 6, 1);
+    ck_assert_str_eq(db.types[hp_gpudb_find(&db, "titanv")].label, "NVIDIA TITAN V");
+    for (int i = 0; modern[i]; i++)
+        ck_assert_msg(hp_gpudb_find(&db, modern[i]) >= 0, "type '%s' missing", modern[i]);
+    ck_assert_int_eq(hp_gpudb_find(&db, "TitanV"), hp_gpudb_find(&db, "titanv"));
+    ck_assert_int_eq(hp_gpudb_find(&db, "k80"), -1);
+    ck_assert_int_eq(hp_gpudb_find(&db, NULL), -1);
+    ck_assert_double_eq(db.intra_node_gbs, 12.0);
+    ck_assert_double_eq(db.inter_node_gbs, 6.0);
+    ck_assert_double_eq(db.intra_latency_us, 10.0);
+    ck_assert_double_eq(db.inter_latency_us, 20.0);
+    ck_assert_double_eq(db.efficiency, 0.5);
+    hp_gpudb_release(&db);
+    ck_assert_int_eq(db.ntypes, 0);
+    ck_assert_ptr_null(db.types);
+}
+END_TEST
+
+START_TEST(defaults_and_case)
+{
+    const char *p = test_write_file("min.conf", "[GPU.Tiny]\nmemory_gib = 1\ntflops = 0.5\n"
+                                                "bandwidth_gbs = 50\ncompute_capability = 10.0\n");
+    struct hp_gpudb db;
+
+    ck_assert_int_eq(hp_gpudb_load(p, &db), 0);
+    ck_assert_int_eq(db.ntypes, 1);
+    ck_assert_str_eq(db.types[0].name, "tiny");
+    ck_assert_str_eq(db.types[0].label, "tiny");
+    ck_assert_int_eq(db.types[0].cc_major, 10);
+    ck_assert_int_eq(hp_gpudb_find(&db, "TINY"), 0);
+    ck_assert_double_eq(db.intra_node_gbs, 12.0);
+    ck_assert_double_eq(db.inter_node_gbs, 6.0);
+    ck_assert_double_eq(db.intra_latency_us, 10.0);
+    ck_assert_double_eq(db.inter_latency_us, 20.0);
+    ck_assert_double_eq(db.efficiency, 0.5);
+    hp_gpudb_release(&db);
+}
+END_TEST
+
+START_TEST(default_path)
+{
+    char buf[4096];
+
+    setenv("HETPIPE_CONF", "/some/where.conf", 1);
+    ck_assert_int_eq(hp_gpudb_default_path(buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "/some/where.conf");
+    test_capture_begin();
+    ck_assert_int_eq(hp_gpudb_default_path(buf, 4), -HP_ERANGE);
+    test_capture_end();
+    unsetenv("HETPIPE_CONF");
+    /* the tests run in the source tree */
+    ck_assert_int_eq(hp_gpudb_default_path(buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, SITE_CONF);
+}
+END_TEST
+
+/* Each case: a file, and strings its error must contain. */
+struct bad {
+    const char *text;
+    const char *expect[3];
+};
+
+#define TYPE_BODY                                                                                  \
+    "memory_gib = 12\ntflops = 14.9\nbandwidth_gbs = 652.8\ncompute_capability = 7.0\n"
+#define TITANV "[gpu.titanv]\n" TYPE_BODY
+
+static const struct bad bad_confs[] = {
+    {TITANV "colour = green\n", {"[gpu.titanv]", "unknown key 'colour'", "tflops"}},
+    {TITANV "[gpus.x]\n" TYPE_BODY,
+     {"unknown section [gpus.x]", "[links], [planner]", "[gpu.NAME]"}},
+    {"[gpu.titanv]\nmemory_gib = 12\ntflops = 14.9x\nbandwidth_gbs = 1\ncompute_capability = 7.0\n",
+     {"[gpu.titanv]", "key 'tflops'", "'14.9x' is not a number"}},
+    {"[gpu.titanv]\nmemory_gib = -12\ntflops = 14.9\nbandwidth_gbs = 1\ncompute_capability = 7.0\n",
+     {"[gpu.titanv]", "key 'memory_gib'", "out of range"}},
+    {"[gpu.titanv]\nmemory_gib = 0\ntflops = 14.9\nbandwidth_gbs = 1\ncompute_capability = 7.0\n",
+     {"[gpu.titanv]", "key 'memory_gib'", "greater than 0"}},
+    {TITANV "[gpu.TitanV]\n" TYPE_BODY, {"[gpu.titanv]", "appears again", "line 6"}},
+    {"[links]\nintra_node_gbs = 10\n", {"no GPU types", "[gpu.NAME]", NULL}},
+    {TITANV "[links]\ninter_node_gbs = 0\n", {"[links]", "key 'inter_node_gbs'", NULL}},
+    {TITANV "[links]\nintra_node_gb = 10\n", {"[links]", "unknown key 'intra_node_gb'", NULL}},
+    {TITANV "[planner]\nefficiency = 1.5\n", {"[planner]", "key 'efficiency'", "out of range"}},
+    {"[gpu.titanv]\nmemory_gib = 12\ntflops = 14.9\nbandwidth_gbs = 1\n",
+     {"[gpu.titanv]", "missing required key 'compute_capability'", NULL}},
+    {"[gpu.titanv]\nmemory_gib = 12\ntflops = 14.9\nbandwidth_gbs = 1\ncompute_capability = 7\n",
+     {"[gpu.titanv]", "key 'compute_capability'", "MAJOR.MINOR"}},
+    {"[gpu.titan:v]\n" TYPE_BODY, {"[gpu.titan:v]", "':' is not allowed", NULL}},
+    {"[gpu.titan v]\n" TYPE_BODY, {"[gpu.titan v]", "character ' '", NULL}},
+    {"[gpu.]\n" TYPE_BODY, {"[gpu.]", "1 to 31 characters", NULL}},
+};
+
+START_TEST(bad_conf_files)
+{
+    const struct bad *b = &bad_confs[_i];
+    const char *path = test_write_file("bad.conf", b->text), *err;
+    struct hp_gpudb db;
+
+    test_capture_begin();
+    ck_assert_int_eq(hp_gpudb_load(path, &db), -HP_ECONFIG);
+    err = test_capture_end();
+    ck_assert_int_eq(db.ntypes, 0);
+    ck_assert_ptr_null(db.types);
+    ck_assert_msg(strstr(err, "bad.conf") != NULL, "case %d: no file name in: %s", _i, err);
+    for (int k = 0; k < 3 && b->expect[k]; k++)
+        ck_assert_msg(strstr(err, b->expect[k]) != NULL, "case %d: '%s' not in: %s", _i,
+                      b->expect[k], err);
+}
+END_TEST
+
+START_TEST(shipped_clusters)
+{
+    struct hp_gpudb db;
+    glob_t g;
+
+    load_site(&db);
+    ck_assert_int_eq(glob("etc/clusters/*.ini", 0, NULL, &g), 0);
+    ck_assert_uint_ge(g.gl_pathc, 5);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        struct hp_cluster c;
+        int sum = 0;
+
+        ck_assert_msg(hp_cluster_load(g.gl_pathv[i], &db, &c) == 0, "%s", g.gl_pathv[i]);
+        ck_assert_int_ge(c.nnodes, 1);
+        for (int n = 0; n < c.nnodes; n++) {
+            ck_assert_int_eq(c.nodes[n].first_gpu, sum);
+            sum += c.nodes[n].ngpus;
+        }
+        ck_assert_int_eq(sum, c.ngpus);
+        hp_cluster_release(&c);
+    }
+    globfree(&g);
+    hp_gpudb_release(&db);
+}
+END_TEST
+
+/* The number of distinct GPU types in c. */
+static int ntypes_in(const struct hp_cluster *c, const struct hp_gpudb *db)
+{
+    int n = 0;
+
+    for (int t = 0; t < db->ntypes; t++)
+        for (int g = 0; g < c->ngpus; g++)
+            if (c->gpus[g].type == t) {
+                n++;
+                break;
+            }
+    return n;
+}
+
+START_TEST(paper_cluster)
+{
+    static const char *const types[] = {"titanv", "titanrtx", "rtx2060", "p4000"};
+    struct hp_gpudb db;
+    struct hp_cluster c;
+
+    load_site(&db);
+    ck_assert_int_eq(hp_cluster_load("etc/clusters/paper.ini", &db, &c), 0);
+    ck_assert_str_eq(c.name, "paper");
+    ck_assert_int_eq(c.nnodes, 4);
+    ck_assert_int_eq(c.ngpus, 16);
+    ck_assert_int_eq(ntypes_in(&c, &db), 4);
+    ck_assert_double_eq(c.intra_node_gbs, 12.0);
+    ck_assert_double_eq(c.inter_node_gbs, 6.0);
+    ck_assert_double_eq(c.inter_latency_us, db.inter_latency_us);
+    for (int n = 0; n < 4; n++) {
+        const struct hp_node *node = &c.nodes[n];
+        char name[16];
+
+        snprintf(name, sizeof(name), "node%d", n + 1);
+        ck_assert_str_eq(node->name, name);
+        ck_assert_int_eq(node->first_gpu, 4 * n);
+        ck_assert_int_eq(node->ngpus, 4);
+        for (int j = 0; j < 4; j++) {
+            const struct hp_gpu *g = &c.gpus[node->first_gpu + j];
+            ck_assert_int_eq(g->node, n);
+            ck_assert_int_eq(g->index, j);
+            ck_assert_str_eq(db.types[g->type].name, types[n]);
+        }
+    }
+    hp_cluster_release(&c);
+    ck_assert_ptr_null(c.gpus);
+
+    /* mixed types inside a node: indices follow the order listed */
+    ck_assert_int_eq(hp_cluster_load("etc/clusters/local4.ini", &db, &c), 0);
+    ck_assert_int_eq(c.nnodes, 1);
+    ck_assert_int_eq(c.ngpus, 4);
+    for (int j = 0; j < 4; j++) {
+        ck_assert_int_eq(c.gpus[j].index, j);
+        ck_assert_str_eq(db.types[c.gpus[j].type].name, types[j]);
+    }
+    hp_cluster_release(&c);
+    ck_assert_int_eq(hp_cluster_load("etc/clusters/six-types.ini", &db, &c), 0);
+    ck_assert_int_ge(ntypes_in(&c, &db), 6);
+    hp_cluster_release(&c);
+    hp_gpudb_release(&db);
+}
+END_TEST
+
+START_TEST(cluster_details)
+{
+    const char *p = test_write_file("tiny.ini", "[cluster]\ninter_node_gbs = 3.5\n"
+                                                "[a]\ngpus =  titanv : 2 ,p4000:1  \n"
+                                                "[b]\ngpus = TITANRTX:1\n");
+    struct hp_gpudb db;
+    struct hp_cluster c;
+
+    load_site(&db);
+    ck_assert_int_eq(hp_cluster_load(p, &db, &c), 0);
+    ck_assert_str_eq(c.name, "tiny");
+    ck_assert_double_eq(c.intra_node_gbs, db.intra_node_gbs);
+    ck_assert_double_eq(c.inter_node_gbs, 3.5);
+    ck_assert_int_eq(c.nnodes, 2);
+    ck_assert_int_eq(c.ngpus, 4);
+    ck_assert_str_eq(c.nodes[1].name, "b");
+    ck_assert_int_eq(c.gpus[2].type, hp_gpudb_find(&db, "p4000"));
+    ck_assert_int_eq(c.gpus[2].index, 2);
+    ck_assert_int_eq(c.gpus[3].node, 1);
+    ck_assert_int_eq(c.gpus[3].index, 0);
+    ck_assert_int_eq(c.gpus[3].type, hp_gpudb_find(&db, "titanrtx"));
+    hp_cluster_release(&c);
+    hp_gpudb_release(&db);
+}
+END_TEST
+
+#define CL "[cluster]\nname = t\n"
+
+static const struct bad bad_clusters[] = {
+    {CL "[node1]\ngpus = titanv:2, k80:4\n",
+     {"[node1]", "unknown GPU type 'k80' (known: titanv, titanrtx, rtx2060, p4000",
+      "add a [gpu.k80] section to the site config (etc/hetpipe.conf)"}},
+    {CL "[node1]\ngpus = titanv:x\n", {"[node1]", "key 'gpus'", "count 'x'"}},
+    {CL "[node1]\ngpus = titanv:0\n", {"[node1]", "key 'gpus'", "1..4096"}},
+    {CL "[node1]\ngpus = titanv:4097\n", {"[node1]", "key 'gpus'", "1..4096"}},
+    {CL "[node1]\ngpus = titanv\n", {"[node1]", "key 'gpus'", "TYPE:COUNT"}},
+    {CL "[node1]\ngpus = titanv:1,\n", {"[node1]", "key 'gpus'", "TYPE:COUNT"}},
+    {CL "[node1]\ngpus =\n", {"[node1]", "key 'gpus'", NULL}},
+    {CL "[node1]\ngpus = :2\n", {"[node1]", "key 'gpus'", "TYPE:COUNT"}},
+    {CL "[node1]\ngpu = titanv:1\n", {"[node1]", "unknown key 'gpu'", "gpus"}},
+    {CL "[node1]\n", {"[node1]", "missing required key 'gpus'", NULL}},
+    {"[node1]\ngpus = titanv:1\n", {"missing section [cluster]", NULL, NULL}},
+    {CL "nodes = 4\n[node1]\ngpus = titanv:1\n", {"[cluster]", "unknown key 'nodes'", NULL}},
+    {CL "inter_node_gbs = fast\n[node1]\ngpus = titanv:1\n",
+     {"[cluster]", "key 'inter_node_gbs'", "not a number"}},
+    {CL "intra_node_gbs = 0\n[node1]\ngpus = titanv:1\n",
+     {"[cluster]", "key 'intra_node_gbs'", "greater than 0"}},
+    {CL, {"no nodes", NULL, NULL}},
+    {CL "[node1]\ngpus = titanv:1\n[Node1]\ngpus = p4000:1\n", {"[node1]", "appears again", NULL}},
+};
+
+START_TEST(bad_cluster_files)
+{
+    const struct bad *b = &bad_clusters[_i];
+    const char *path;
+    struct hp_gpudb db;
+    struct hp_cluster c;
+    const char *err;
+
+    /* the paper's four types only, so the list of known types is fixed */
+    path = test_write_file("four.conf", "[gpu.titanv]\n" TYPE_BODY "[gpu.titanrtx]\n" TYPE_BODY
+                                        "[gpu.rtx2060]\n" TYPE_BODY "[gpu.p4000]\n" TYPE_BODY);
+    ck_assert_int_eq(hp_gpudb_load(path, &db), 0);
+    path = test_write_file("bad.ini", b->text);
+    test_capture_begin();
+    ck_assert_int_eq(hp_cluster_load(path, &db, &c), -HP_ECONFIG);
+    err = test_capture_end();
+    ck_assert_int_eq(c.ngpus, 0);
+    ck_assert_ptr_null(c.nodes);
+    ck_assert_ptr_null(c.gpus);
+    ck_assert_msg(strstr(err, "bad.ini") != NULL, "case %d: no file name in: %s", _i, err);
+    for (int k = 0; k < 3 && b->expect[k]; k++)
+        ck_assert_msg(strstr(err, b->expect[k]) != NULL, "case %d: '%s' not in: %s", _i,
+                      b->expect[k], err);
+    hp_gpudb_release(&db);
+}
+END_TEST
+
+START_TEST(cluster_make)
+{
+    struct hp_gpudb db;
+    struct hp_cluster c;
+    int counts[3] = {4, 2, 3}, types[3];
+
+    load_site(&db);
+    types[0] = hp_gpudb_find(&db, "a100-80");
+    types[1] = hp_gpudb_find(&db, "t4");
+    types[2] = hp_gpudb_find(&db, "titanv");
+    ck_assert_int_eq(hp_cluster_make(&db, 3, counts, types, &c), 0);
+    ck_assert_int_eq(c.nnodes, 3);
+    ck_assert_int_eq(c.ngpus, 9);
+    ck_assert_str_eq(c.nodes[2].name, "node3");
+    ck_assert_int_eq(c.nodes[2].first_gpu, 6);
+    ck_assert_int_eq(c.nodes[2].ngpus, 3);
+    ck_assert_int_eq(c.gpus[5].node, 1);
+    ck_assert_int_eq(c.gpus[5].index, 1);
+    ck_assert_int_eq(c.gpus[5].type, types[1]);
+    ck_assert_int_eq(c.gpus[8].type, types[2]);
+    ck_assert_int_eq(c.gpus[8].index, 2);
+    ck_assert_double_eq(c.intra_node_gbs, db.intra_node_gbs);
+    ck_assert_double_eq(c.inter_node_gbs, db.inter_node_gbs);
+    ck_assert_double_eq(c.intra_latency_us, db.intra_latency_us);
+    hp_cluster_release(&c);
+
+    test_capture_begin();
+    counts[1] = 0;
+    ck_assert_int_eq(hp_cluster_make(&db, 3, counts, types, &c), -HP_EINVAL);
+    counts[1] = 2;
+    types[0] = db.ntypes;
+    ck_assert_int_eq(hp_cluster_make(&db, 3, counts, types, &c), -HP_EINVAL);
+    ck_assert_int_eq(hp_cluster_make(&db, 0, counts, types, &c), -HP_EINVAL);
+    test_capture_end();
+    ck_assert_ptr_null(c.gpus);
+    hp_gpudb_release(&db);
+}
+END_TEST
+
+Suite *suite_cluster(void)
+{
+    Suite *s = suite_create("cluster");
+    TCase *t = tcase_create("cluster");
+
+    tcase_add_test(t, site_config);
+    tcase_add_test(t, defaults_and_case);
+    tcase_add_test(t, default_path);
+    tcase_add_loop_test(t, bad_conf_files, 0, (int)(sizeof(bad_confs) / sizeof(bad_confs[0])));
+    tcase_add_test(t, shipped_clusters);
+    tcase_add_test(t, paper_cluster);
+    tcase_add_test(t, cluster_details);
+    tcase_add_loop_test(t, bad_cluster_files, 0,
+                        (int)(sizeof(bad_clusters) / sizeof(bad_clusters[0])));
+    tcase_add_test(t, cluster_make);
+    suite_add_tcase(s, t);
+    return s;
+}
