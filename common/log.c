@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int level_set;
+static int level_set, quiet;
 static enum hp_log_level threshold = HP_LOG_INFO;
 static char prefix[64] = "hetpipe";
 
@@ -33,6 +33,11 @@ void hp_log_set_level(enum hp_log_level level)
     level_set = 1;
 }
 
+void hp_log_set_quiet(int on)
+{
+    quiet = on;
+}
+
 void hp_log_set_prefix(const char *p)
 {
     snprintf(prefix, sizeof(prefix), "%s", p);
@@ -49,7 +54,7 @@ void hp_log(enum hp_log_level level, const char *fmt, ...)
             threshold = env;
         level_set = 1;
     }
-    if (level > threshold)
+    if (level > threshold || quiet)
         return;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);

@@ -24,6 +24,9 @@ int hp_log_parse_level(const char *s, enum hp_log_level *out);
 /* Set the prefix printed before the level ("hetpipe" by default). The string is copied. */
 void hp_log_set_prefix(const char *prefix);
 
+/* While on, drop every message (a search that tries what may fail, and reports once). */
+void hp_log_set_quiet(int on);
+
 void hp_log(enum hp_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define hp_error(...) hp_log(HP_LOG_ERROR, __VA_ARGS__)

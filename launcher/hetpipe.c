@@ -7,11 +7,16 @@
  * Later subcommands (plan, run, launch, profile, doctor) are added here.
  */
 #include "backend.h"
+#include "cluster.h"
+#include "cost.h"
 #include "error.h"
+#include "gpudb.h"
 #include "ini.h"
 #include "log.h"
 #include "model.h"
 #include "net.h"
+#include "plan.h"
+#include "planfile.h"
 #include "rng.h"
 #include "train.h"
 
@@ -20,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define VERSION "0.1.0"
 
@@ -31,6 +37,7 @@ static void usage(FILE *f)
                "  train    train a model on Fashion-MNIST in one process\n"
                "  model    show a model's units, parameters and multiply-adds\n"
                "  time     time training steps of a model on random data\n"
+               "  plan     plan virtual workers, stages and parameter placement for a cluster\n"
                "  version  print the version\n"
                "\n"
                "'hetpipe <command> --help' shows a command's options.\n");
@@ -452,6 +459,208 @@ out:
     return rc ? 1 : 0;
 }
 
+/* ---- plan ----------------------------------------------------------------------------- */
+
+static void plan_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hetpipe plan --cluster FILE [options]\n"
+            "  --cluster FILE      cluster description (etc/clusters/*.ini)\n"
+            "  --model NAME|PATH   model (default vgg19)\n"
+            "  --policy P          np, ed, hd, auto (default) or dp\n"
+            "  --placement P       default (default) or local\n"
+            "  --staleness D       WSP staleness threshold, >= 0 (default 0)\n"
+            "  --nm N|auto         minibatches in flight per virtual worker (default auto)\n"
+            "  --nm-max N          upper bound of the auto search (default: stages of the VW)\n"
+            "  --batch N           minibatch size (default 32)\n"
+            "  --seed N            job seed recorded in the plan (default 1)\n"
+            "  --config FILE       site config with the GPU database (default: $HETPIPE_CONF,\n"
+            "                      ./etc/hetpipe.conf, next to hetpipe, /etc/hetpipe)\n"
+            "  --out FILE          write the plan file there\n"
+            "  --quiet             no table\n");
+}
+
+static void random_token(char *tok)
+{
+    unsigned char b[16] = {0};
+    FILE *f = fopen("/dev/urandom", "rb");
+
+    if (!f || fread(b, 1, sizeof(b), f) != sizeof(b)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = hp_rng_u64((uint64_t)ts.tv_nsec ^ (uint64_t)getpid(), (uint64_t)ts.tv_sec);
+        memcpy(b, &x, 8);
+    }
+    if (f)
+        fclose(f);
+    for (int i = 0; i < 16; i++)
+        snprintf(tok + 2 * i, 3, "%02x", b[i]);
+}
+
+static void print_plan(const struct hp_plan *p, const struct hp_cost *c,
+                       const struct hp_cluster *cl, const struct hp_gpudb *db)
+{
+    const struct hp_model *m = c->model;
+
+    printf("plan: model %s (%d units), cluster %s (%d nodes, %d GPUs), policy %s", p->model,
+           m->nunits, cl->name, cl->nnodes, cl->ngpus, hp_policy_name(p->opts.policy));
+    if (p->opts.policy == HP_POLICY_AUTO)
+        printf(" (chose %s)", p->grouping == HP_POLICY_AUTO ? "a speed-balanced grouping"
+                                                            : hp_policy_name(p->grouping));
+    printf(", placement %s, staleness %d, minibatch %d\n", hp_placement_name(p->opts.placement),
+           p->opts.staleness, p->opts.batch);
+    for (int v = 0; v < p->nvws; v++) {
+        const struct hp_vw_plan *vw = &p->vws[v];
+        printf("\nVW %d: %d GPUs, Nm %d, %.1f images/s (slowest stage %.2f ms)\n", v,
+               vw->nstages, vw->nm, vw->rate, 1e3 * vw->bottleneck_s);
+        printf("  %-5s %-12s %-4s %-10s %-28s %10s %11s %16s\n", "stage", "node", "gpu", "type",
+               "units", "compute ms", "transfer ms", "memory GiB used/has");
+        for (int s = 0; s < vw->nstages; s++) {
+            const struct hp_stage_plan *st = &vw->stages[s];
+            const struct hp_gpu *g = &cl->gpus[st->gpu];
+            char units[64];
+            snprintf(units, sizeof(units), "%d-%d %.11s..%.11s", st->u0, st->u1 - 1,
+                     m->units[st->u0].name, m->units[st->u1 - 1].name);
+            printf("  %-5d %-12s %-4d %-10s %-28s %10.2f %11.2f %8.2f / %-6.2f\n", s,
+                   cl->nodes[g->node].name, g->index, db->types[g->type].name, units,
+                   1e3 * st->compute_s, 1e3 * st->transfer_s, st->memory / 1073741824.0,
+                   st->capacity / 1073741824.0);
+        }
+    }
+    if (p->nshards) {
+        printf("\nPS shards (one per node):");
+        for (int s = 0; s < p->nshards; s++) {
+            int n = 0;
+            for (int u = 0; u < p->nunits; u++)
+                n += p->unit_shard[u] == s;
+            printf("%s %s: %d units", s ? "," : "", cl->nodes[s].name, n);
+        }
+        printf("\nnetwork bytes per wave: %.1f MB under default placement, %.1f MB under local\n",
+               p->wave_bytes[0] / 1e6, p->wave_bytes[1] / 1e6);
+    } else {
+        printf("\nallreduce per minibatch: %.2f ms\n", 1e3 * p->allreduce_s);
+    }
+    printf("predicted: %.1f images/s for the job (%d virtual workers, %d ranks)\n", p->rate,
+           p->nvws, p->nranks);
+}
+
+static int cmd_plan(int argc, char **argv)
+{
+    enum { O_PLACEMENT = 256, O_NMMAX, O_CONFIG, O_OUT, O_QUIET };
+    static const struct option opts[] = {
+        {"cluster", required_argument, 0, 'c'},   {"model", required_argument, 0, 'm'},
+        {"policy", required_argument, 0, 'p'},    {"placement", required_argument, 0, O_PLACEMENT},
+        {"staleness", required_argument, 0, 'D'}, {"nm", required_argument, 0, 'n'},
+        {"nm-max", required_argument, 0, O_NMMAX}, {"batch", required_argument, 0, 'b'},
+        {"seed", required_argument, 0, 's'},      {"config", required_argument, 0, O_CONFIG},
+        {"out", required_argument, 0, O_OUT},     {"quiet", no_argument, 0, O_QUIET},
+        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
+    };
+    struct hp_plan_opts o = {.policy = HP_POLICY_AUTO, .placement = HP_PLACEMENT_DEFAULT,
+                             .batch = 32, .seed = 1};
+    const char *cluster = NULL, *model = "vgg19", *config = NULL, *out = NULL;
+    char confpath[4096], token[33];
+    struct hp_gpudb db = {0};
+    struct hp_cluster cl = {0};
+    struct hp_model *m = NULL;
+    struct hp_cost cost = {0};
+    struct hp_plan plan = {0};
+    int quiet = 0, c, rc = 0;
+    long v;
+
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        rc = 0;
+        switch (c) {
+        case 'c':
+            cluster = optarg;
+            break;
+        case 'm':
+            model = optarg;
+            break;
+        case 'p':
+            if ((rc = hp_policy_parse(optarg, &o.policy)))
+                hp_error("option '--policy': unknown policy '%s' (allowed: np, ed, hd, auto, dp)",
+                         optarg);
+            break;
+        case O_PLACEMENT:
+            if ((rc = hp_placement_parse(optarg, &o.placement)))
+                hp_error("option '--placement': unknown placement '%s' (allowed: default, local)",
+                         optarg);
+            break;
+        case 'D':
+            if (!(rc = opt_long("staleness", optarg, 0, 1000000, &v)))
+                o.staleness = (int)v;
+            break;
+        case 'n':
+            if (strcmp(optarg, "auto") == 0)
+                o.nm_fixed = 0;
+            else if ((rc = hp_parse_long(optarg, 1, 1024, &v)))
+                hp_error("option '--nm': '%s' is neither auto nor an integer in 1..1024", optarg);
+            else
+                o.nm_fixed = (int)v;
+            break;
+        case O_NMMAX:
+            if (!(rc = opt_long("nm-max", optarg, 1, 1024, &v)))
+                o.nm_max = (int)v;
+            break;
+        case 'b':
+            if (!(rc = opt_long("batch", optarg, 1, 65536, &v)))
+                o.batch = (int)v;
+            break;
+        case 's':
+            if (!(rc = opt_long("seed", optarg, 0, 0x7fffffffL, &v)))
+                o.seed = (uint64_t)v;
+            break;
+        case O_CONFIG:
+            config = optarg;
+            break;
+        case O_OUT:
+            out = optarg;
+            break;
+        case O_QUIET:
+            quiet = 1;
+            break;
+        case 'h':
+            plan_usage(stdout);
+            return 0;
+        default:
+            plan_usage(stderr);
+            return 2;
+        }
+        if (rc)
+            return 2;
+    }
+    if (!cluster) {
+        hp_error("plan: option '--cluster FILE' is required (see etc/clusters/)");
+        return 2;
+    }
+    if (!config) {
+        if (hp_gpudb_default_path(confpath, sizeof(confpath)))
+            return 1;
+        config = confpath;
+    }
+    if ((rc = hp_gpudb_load(config, &db)) || (rc = hp_cluster_load(cluster, &db, &cl)) ||
+        (rc = hp_model_load(model, &m)) || (rc = hp_cost_init(&cost, m, &db, o.batch)) ||
+        (rc = hp_plan_compute(&cost, &cl, &o, &plan)))
+        goto done;
+    random_token(token);
+    if (!quiet)
+        print_plan(&plan, &cost, &cl, &db);
+    if (out) {
+        rc = hp_planfile_save(out, &plan, &cl, &db, token);
+        if (!rc && !quiet)
+            printf("plan written to %s\n", out);
+    }
+done:
+    hp_plan_release(&plan);
+    hp_cost_release(&cost);
+    hp_model_destroy(m);
+    if (cl.nodes)
+        hp_cluster_release(&cl);
+    hp_gpudb_release(&db);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *cmd;
@@ -476,7 +685,9 @@ int main(int argc, char **argv)
         return cmd_model(argc - 1, argv + 1);
     if (strcmp(cmd, "time") == 0)
         return cmd_time(argc - 1, argv + 1);
-    hp_error("unknown command '%s' (allowed: train, model, time, version; see hetpipe --help)",
+    if (strcmp(cmd, "plan") == 0)
+        return cmd_plan(argc - 1, argv + 1);
+    hp_error("unknown command '%s' (allowed: train, model, time, plan, version; see hetpipe --help)",
              cmd);
     return 2;
 }

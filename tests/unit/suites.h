@@ -10,5 +10,6 @@ Suite *suite_model(void);
 Suite *suite_data(void);
 Suite *suite_train(void);
 Suite *suite_cluster(void);
+Suite *suite_partition(void);
 
 #endif

@@ -1,0 +1,53 @@
+/* cost.h - the planner's cost and memory model of a model's units on GPU types.
+ *
+ * Time of unit u on type t at minibatch B (forward and backward separately), by default a
+ * roofline estimate: max(FLOPs B / (peak x efficiency), bytes B / memory bandwidth), with the
+ * per-sample FLOPs and bytes of layers.h; a measured profile (hetpipe profile, later) can
+ * override any entry. Transfer time of b bytes over a link: b / bandwidth + latency.
+ *
+ * Memory of a stage holding units [u0, u1) with m minibatches in flight at it (what the
+ * runtime's hp_net allocates, see net.h):
+ *   parameters x (1 + (m - 1) stashed versions) + gradients + momentum + batch norm state
+ *   + activations of m minibatches (the stage's input and every tensor of its units)
+ *   + one set of activation gradients + the largest workspace + a scratch tensor
+ * All pure functions: no I/O.
+ */
+#ifndef HP_COST_H
+#define HP_COST_H
+
+#include "gpudb.h"
+#include "model.h"
+
+struct hp_cost {
+    const struct hp_model *model;
+    const struct hp_gpudb *db;
+    int batch;
+    int nunits, ntypes;
+    double *fwd_s, *bwd_s; /* [ntypes x nunits], seconds per minibatch */
+    double *prefix;        /* [ntypes x (nunits + 1)]: prefix sums of fwd + bwd */
+};
+
+/* Fill in roofline estimates for every (type, unit) at minibatch `batch`. Caller-owned struct;
+ * release with hp_cost_release. 0 or -HP_ENOMEM. */
+int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gpudb *db,
+                 int batch);
+void hp_cost_release(struct hp_cost *c);
+
+/* Replace the estimate of (type, unit) by a measurement, and refresh the prefix sums. */
+void hp_cost_set(struct hp_cost *c, int type, int unit, double fwd_s, double bwd_s);
+
+/* Forward + backward seconds of units [u0, u1) on `type`, for one minibatch. */
+double hp_cost_stage_time(const struct hp_cost *c, int type, int u0, int u1);
+
+/* Bytes that cross the boundary after unit u (its output activation for the minibatch; the
+ * gradient going back has the same size). */
+double hp_cost_boundary_bytes(const struct hp_cost *c, int u);
+
+/* Seconds to move `bytes` over a link of `gbs` GB/s with latency `lat_us`. */
+double hp_cost_transfer(double bytes, double gbs, double lat_us);
+
+/* Bytes a stage of units [u0, u1) needs with `in_flight` minibatches, as above. first: the
+ * stage is a VW's first (its input gradient is not kept). */
+double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first);
+
+#endif

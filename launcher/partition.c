@@ -1,0 +1,307 @@
+/* partition.c - the best split of a model over one virtual worker's GPUs. */
+#include "partition.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double link_gbs(const struct hp_cluster *cl, int a, int b)
+{
+    return cl->gpus[a].node == cl->gpus[b].node ? cl->intra_node_gbs : cl->inter_node_gbs;
+}
+
+static double link_lat(const struct hp_cluster *cl, int a, int b)
+{
+    return cl->gpus[a].node == cl->gpus[b].node ? cl->intra_latency_us : cl->inter_latency_us;
+}
+
+static double capacity(const struct hp_cluster *cl, const struct hp_cost *c, int gpu)
+{
+    return c->db->types[cl->gpus[gpu].type].memory_gib * 1073741824.0;
+}
+
+/* time to move the activation after unit u (and its gradient: same size) between a and b */
+static double boundary(const struct hp_cost *c, const struct hp_cluster *cl, int a, int b, int u)
+{
+    return hp_cost_transfer(hp_cost_boundary_bytes(c, u), link_gbs(cl, a, b), link_lat(cl, a, b));
+}
+
+double hp_partition_stage_cost(const struct hp_cost *c, const struct hp_cluster *cl,
+                               const int *order, int k, int s, int u0, int u1)
+{
+    double t = hp_cost_stage_time(c, cl->gpus[order[s]].type, u0, u1);
+
+    if (s + 1 < k)
+        t += boundary(c, cl, order[s], order[s + 1], u1 - 1); /* activation out */
+    if (s > 0)
+        t += boundary(c, cl, order[s - 1], order[s], u0 - 1); /* gradient of the input back */
+    return t;
+}
+
+static int in_flight(int nm, int k, int s)
+{
+    return nm < k - s ? nm : k - s;
+}
+
+int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,
+                          struct hp_vw_plan *vw)
+{
+    const int k = vw->nstages;
+    int order[HP_MAX_VW_GPUS], fits = 1;
+    double bottleneck = 0.0, round = 0.0;
+
+    for (int s = 0; s < k; s++)
+        order[s] = vw->stages[s].gpu;
+    for (int s = 0; s < k; s++) {
+        struct hp_stage_plan *st = &vw->stages[s];
+        const double cost = hp_partition_stage_cost(c, cl, order, k, s, st->u0, st->u1);
+        st->compute_s = hp_cost_stage_time(c, cl->gpus[st->gpu].type, st->u0, st->u1);
+        st->transfer_s = cost - st->compute_s;
+        st->in_flight = in_flight(vw->nm, k, s);
+        st->memory = hp_cost_stage_memory(c, st->u0, st->u1, st->in_flight, s == 0);
+        st->capacity = capacity(cl, c, st->gpu);
+        if (st->memory > st->capacity)
+            fits = 0;
+        if (cost > bottleneck)
+            bottleneck = cost;
+        round += st->compute_s;
+        if (s + 1 < k)
+            round += 2.0 * boundary(c, cl, order[s], order[s + 1], st->u1 - 1);
+    }
+    vw->bottleneck_s = bottleneck;
+    vw->round_s = round;
+    {
+        const double full = 1.0 / bottleneck, partial = vw->nm / round;
+        vw->rate = (full < partial ? full : partial) * c->batch;
+    }
+    return fits;
+}
+
+/* DP for one order and Nm: best[s][j] = smallest bottleneck of stages 0..s covering units
+ * [0, j), stage s ending at j; cut[s][j] = where stage s starts. Returns the bottleneck (or
+ * DBL_MAX when nothing fits) and the cuts. */
+static double split(const struct hp_cost *c, const struct hp_cluster *cl, const int *order,
+                    int k, int nm, double *best, int *cut)
+{
+    const int U = c->nunits;
+
+    for (int i = 0; i < k * (U + 1); i++)
+        best[i] = DBL_MAX;
+    for (int s = 0; s < k; s++) {
+        const double cap = capacity(cl, c, order[s]);
+        const int m = in_flight(nm, k, s);
+        /* stage s ends at j, starts at i; leaves at least one unit per later stage */
+        for (int j = s + 1; j <= U - (k - 1 - s); j++) {
+            for (int i = s; i < j; i++) {
+                const double prev = s == 0 ? (i == 0 ? 0.0 : DBL_MAX) : best[(s - 1) * (U + 1) + i];
+                if (prev == DBL_MAX)
+                    continue;
+                const double cost = hp_partition_stage_cost(c, cl, order, k, s, i, j);
+                const double b = cost > prev ? cost : prev;
+                if (b >= best[s * (U + 1) + j])
+                    continue;
+                if (hp_cost_stage_memory(c, i, j, m, s == 0) > cap)
+                    continue;
+                best[s * (U + 1) + j] = b;
+                cut[s * (U + 1) + j] = i;
+            }
+        }
+    }
+    return best[(k - 1) * (U + 1) + U];
+}
+
+/* Candidate orders: all distinct permutations (by type and node) for small VWs. */
+struct orders {
+    int n, count, cap;
+    int *list; /* count x n */
+};
+
+static int push_order(struct orders *o, const int *order)
+{
+    if (o->count == o->cap) {
+        int ncap = o->cap ? 2 * o->cap : 64;
+        int *nl = realloc(o->list, (size_t)ncap * o->n * sizeof(int));
+        if (!nl)
+            return -HP_ENOMEM;
+        o->list = nl;
+        o->cap = ncap;
+    }
+    memcpy(o->list + (size_t)o->count * o->n, order, (size_t)o->n * sizeof(int));
+    o->count++;
+    return 0;
+}
+
+static int same_kind(const struct hp_cluster *cl, int a, int b)
+{
+    return cl->gpus[a].type == cl->gpus[b].type && cl->gpus[a].node == cl->gpus[b].node;
+}
+
+/* Heap-free permutation enumeration that skips orders equal up to GPUs of the same type on
+ * the same node (swapping those changes neither times nor memory). */
+static int permute(const struct hp_cluster *cl, int *a, int l, int n, struct orders *o)
+{
+    if (l == n)
+        return push_order(o, a);
+    for (int i = l; i < n; i++) {
+        int dup = 0;
+        for (int j = l; j < i; j++)
+            if (same_kind(cl, a[j], a[i]))
+                dup = 1;
+        if (dup)
+            continue;
+        int t = a[l];
+        a[l] = a[i];
+        a[i] = t;
+        int rc = permute(cl, a, l + 1, n, o);
+        t = a[l];
+        a[l] = a[i];
+        a[i] = t;
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static const struct hp_cost *sort_cost;
+static const struct hp_cluster *sort_cl;
+static int sort_dir, sort_by_node;
+
+static int by_speed(const void *pa, const void *pb)
+{
+    const int a = *(const int *)pa, b = *(const int *)pb;
+    const double ta = sort_cost->db->types[sort_cl->gpus[a].type].tflops;
+    const double tb = sort_cost->db->types[sort_cl->gpus[b].type].tflops;
+
+    if (sort_by_node && sort_cl->gpus[a].node != sort_cl->gpus[b].node) {
+        /* nodes ordered by their first GPU's speed, then kept together */
+        return sort_cl->gpus[a].node < sort_cl->gpus[b].node ? -1 : 1;
+    }
+    if (ta != tb)
+        return (ta > tb ? -1 : 1) * sort_dir;
+    return a - b;
+}
+
+static int heuristic_orders(const struct hp_cost *c, const struct hp_cluster *cl, const int *gpus,
+                            int n, struct orders *o)
+{
+    int a[HP_MAX_VW_GPUS];
+
+    sort_cost = c;
+    sort_cl = cl;
+    for (int node = 0; node < 2; node++) {
+        for (int dir = -1; dir <= 1; dir += 2) {
+            memcpy(a, gpus, (size_t)n * sizeof(int));
+            sort_dir = dir;
+            sort_by_node = node;
+            qsort(a, (size_t)n, sizeof(int), by_speed);
+            if (push_order(o, a))
+                return -HP_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static void no_fit_error(const struct hp_cost *c, const struct hp_cluster *cl, const int *gpus,
+                         int n)
+{
+    /* the smallest any stage can be: the largest single unit, with one minibatch */
+    double need = 0.0, cap = 0.0;
+    int unit = 0, gpu = gpus[0];
+
+    for (int u = 0; u < c->nunits; u++) {
+        double m = hp_cost_stage_memory(c, u, u + 1, 1, u == 0);
+        if (m > need) {
+            need = m;
+            unit = u;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (capacity(cl, c, gpus[i]) > cap) {
+            cap = capacity(cl, c, gpus[i]);
+            gpu = gpus[i];
+        }
+    const struct hp_gpu *g = &cl->gpus[gpu];
+    if (need > cap)
+        hp_error("model '%s' does not fit: its smallest stage (unit '%s' alone, minibatch %d) "
+                 "needs %.2f GiB, more than the largest GPU of the virtual worker (%s, GPU %d "
+                 "of node '%s', %.2f GiB)",
+                 c->model->name, c->model->units[unit].name, c->batch, need / 1073741824.0,
+                 c->db->types[g->type].name, g->index, cl->nodes[g->node].name,
+                 cap / 1073741824.0);
+    else
+        hp_error("model '%s' does not fit on the %d GPUs of the virtual worker at minibatch %d: "
+                 "no split into %d stages fits every GPU's memory (the largest unit alone needs "
+                 "%.2f GiB; GPU %d of node '%s' (%s) has %.2f GiB)",
+                 c->model->name, n, c->batch, n, need / 1073741824.0, g->index,
+                 cl->nodes[g->node].name, c->db->types[g->type].name, cap / 1073741824.0);
+}
+
+int hp_partition_vw(const struct hp_cost *c, const struct hp_cluster *cl, const int *gpus, int n,
+                    int nm_max, int nm_fixed, struct hp_vw_plan *out)
+{
+    const int U = c->nunits;
+    struct orders o = {.n = n};
+    double *best = NULL;
+    int *cut = NULL, a[HP_MAX_VW_GPUS], rc = 0, found = 0;
+    struct hp_vw_plan cand;
+
+    if (n < 1 || n > HP_MAX_VW_GPUS || n > U) {
+        hp_error("cannot split %d units over %d GPUs (at most one stage per unit, %d GPUs per "
+                 "virtual worker)",
+                 U, n, HP_MAX_VW_GPUS);
+        return -HP_EINVAL;
+    }
+    if (nm_fixed < 0 || (nm_fixed == 0 && nm_max < 1)) {
+        hp_error("minibatches in flight (Nm) must be at least 1");
+        return -HP_EINVAL;
+    }
+    memcpy(a, gpus, (size_t)n * sizeof(int));
+    rc = n <= HP_PARTITION_EXHAUSTIVE ? permute(cl, a, 0, n, &o)
+                                      : heuristic_orders(c, cl, gpus, n, &o);
+    best = malloc((size_t)n * (U + 1) * sizeof(double));
+    cut = malloc((size_t)n * (U + 1) * sizeof(int));
+    if (rc || !best || !cut) {
+        rc = -HP_ENOMEM;
+        goto out;
+    }
+    const int lo = nm_fixed ? nm_fixed : 1, hi = nm_fixed ? nm_fixed : nm_max;
+    memset(out, 0, sizeof(*out));
+    for (int nm = lo; nm <= hi; nm++) {
+        for (int i = 0; i < o.count; i++) {
+            const int *order = o.list + (size_t)i * n;
+            if (split(c, cl, order, n, nm, best, cut) == DBL_MAX)
+                continue;
+            memset(&cand, 0, sizeof(cand));
+            cand.nstages = n;
+            cand.nm = nm;
+            for (int s = n - 1, j = U; s >= 0; s--) {
+                const int i0 = cut[s * (U + 1) + j];
+                cand.stages[s].gpu = order[s];
+                cand.stages[s].u0 = i0;
+                cand.stages[s].u1 = j;
+                j = i0;
+            }
+            hp_partition_evaluate(c, cl, &cand);
+            /* better rate wins; at equal rate the smaller bottleneck, then the smaller Nm
+             * (the loop's order) */
+            if (!found || cand.rate > out->rate * (1.0 + 1e-9) ||
+                (cand.rate >= out->rate * (1.0 - 1e-9) &&
+                 cand.bottleneck_s < out->bottleneck_s * (1.0 - 1e-9) && cand.nm == out->nm)) {
+                *out = cand;
+                found = 1;
+            }
+        }
+    }
+    if (!found) {
+        no_fit_error(c, cl, gpus, n);
+        rc = -HP_ERANGE;
+    }
+out:
+    free(o.list);
+    free(best);
+    free(cut);
+    return rc;
+}

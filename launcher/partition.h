@@ -1,0 +1,64 @@
+/* partition.h - splitting a model over the GPUs of one virtual worker (VW).
+ *
+ * A VW of k GPUs runs k stages; stage s holds the contiguous units [u0, u1) on the s-th GPU
+ * of the VW's order. The cost of a stage is its compute time (forward + backward of one
+ * minibatch) plus the time to send its output activation forward and its input gradient
+ * back (transfers are not assumed to overlap compute, a conservative choice). With Nm
+ * minibatches in flight and one-forward-one-backward, stage s keeps min(Nm, k - s) of them
+ * (and as many weight versions); the VW's rate is
+ *     min(Nm / round_trip, 1 / bottleneck)  minibatches per second,
+ * where bottleneck is the slowest stage's cost and round_trip the sum of all compute and
+ * twice the sum of all transfers (one minibatch's way through the pipeline and back).
+ *
+ * For one GPU order the best split (smallest bottleneck within every GPU's memory) is a
+ * dynamic programme over (stage, last unit): O(k U^2). Orders: all distinct (type, node)
+ * orders for VWs of up to HP_PARTITION_EXHAUSTIVE GPUs; beyond that a heuristic tries four
+ * orders (fastest first, slowest first, and both with each node's GPUs kept together).
+ * Nm is the smallest value in 1..nm_max that reaches the best rate (less staleness for the
+ * same speed), or the fixed value asked for.
+ */
+#ifndef HP_PARTITION_H
+#define HP_PARTITION_H
+
+#include "cluster.h"
+#include "cost.h"
+
+#define HP_MAX_VW_GPUS 64
+#define HP_PARTITION_EXHAUSTIVE 6
+
+struct hp_stage_plan {
+    int gpu;           /* index into the cluster's gpus */
+    int u0, u1;        /* units [u0, u1) */
+    int in_flight;     /* minibatches (and weight versions) kept */
+    double compute_s;  /* forward + backward of one minibatch */
+    double transfer_s; /* sending its activation forward and its input gradient back */
+    double memory;     /* bytes, by the memory model */
+    double capacity;   /* bytes of the GPU */
+};
+
+struct hp_vw_plan {
+    int nstages;
+    struct hp_stage_plan stages[HP_MAX_VW_GPUS];
+    int nm;
+    double bottleneck_s, round_s;
+    double rate; /* images per second */
+};
+
+/* Plan one VW made of gpus[0..n) (cluster indices). nm_fixed > 0 forces Nm; otherwise Nm is
+ * searched in 1..nm_max. Returns 0, -HP_EINVAL (more GPUs than units, n or Nm out of range;
+ * logged) or -HP_ERANGE when no split fits in memory (logged, naming the GPU and the memory
+ * the smallest stage needs). */
+int hp_partition_vw(const struct hp_cost *c, const struct hp_cluster *cl, const int *gpus, int n,
+                    int nm_max, int nm_fixed, struct hp_vw_plan *out);
+
+/* The cost of stage s of an order (for tests and the exhaustive reference): compute of units
+ * [u0, u1) on order[s] plus its transfers. */
+double hp_partition_stage_cost(const struct hp_cost *c, const struct hp_cluster *cl,
+                               const int *order, int k, int s, int u0, int u1);
+
+/* Fill rate, bottleneck, round trip and in-flight counts of a VW whose stages (gpu, u0, u1)
+ * and nm are set; returns 1 if every stage fits its GPU's memory, else 0. */
+int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,
+                          struct hp_vw_plan *vw);
+
+#endif

@@ -1,0 +1,497 @@
+/* plan.c - grouping GPUs into virtual workers, placing parameters, predicting throughput. */
+#include "plan.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const policy_names[] = {"np", "ed", "hd", "auto", "dp", NULL};
+static const char *const placement_names[] = {"default", "local", NULL};
+
+int hp_policy_parse(const char *s, enum hp_policy *out)
+{
+    for (int i = 0; policy_names[i]; i++)
+        if (strcasecmp(s, policy_names[i]) == 0) {
+            *out = (enum hp_policy)i;
+            return 0;
+        }
+    return -HP_EINVAL;
+}
+
+int hp_placement_parse(const char *s, enum hp_placement *out)
+{
+    for (int i = 0; placement_names[i]; i++)
+        if (strcasecmp(s, placement_names[i]) == 0) {
+            *out = (enum hp_placement)i;
+            return 0;
+        }
+    return -HP_EINVAL;
+}
+
+const char *hp_policy_name(enum hp_policy p)
+{
+    return (unsigned)p <= HP_POLICY_DP ? policy_names[p] : "?";
+}
+
+const char *hp_placement_name(enum hp_placement p)
+{
+    return (unsigned)p <= HP_PLACEMENT_LOCAL ? placement_names[p] : "?";
+}
+
+void hp_plan_release(struct hp_plan *plan)
+{
+    free(plan->vws);
+    free(plan->unit_shard);
+    plan->vws = NULL;
+    plan->unit_shard = NULL;
+}
+
+/* A grouping: ngroups VWs; members of VW v are gpus[start[v] .. start[v + 1]). */
+struct grouping {
+    int ngroups;
+    int *start; /* ngroups + 1 */
+    int *gpus;  /* ngpus */
+};
+
+static int grouping_alloc(struct grouping *g, int ngroups, int ngpus)
+{
+    g->ngroups = ngroups;
+    g->start = calloc((size_t)ngroups + 1, sizeof(int));
+    g->gpus = calloc((size_t)ngpus + 1, sizeof(int));
+    return g->start && g->gpus ? 0 : -HP_ENOMEM;
+}
+
+static void grouping_free(struct grouping *g)
+{
+    free(g->start);
+    free(g->gpus);
+    g->start = g->gpus = NULL;
+}
+
+/* Fill a grouping from an assignment vw_of[gpu] in 0..ngroups-1 (GPUs keep cluster order
+ * inside a VW). VWs left empty are dropped. */
+static int from_assignment(const struct hp_cluster *cl, const int *vw_of, int ngroups,
+                           struct grouping *g)
+{
+    int rc = grouping_alloc(g, ngroups, cl->ngpus), k = 0, v2 = 0;
+
+    if (rc)
+        return rc;
+    for (int v = 0; v < ngroups; v++) {
+        int before = k;
+        g->start[v2] = k;
+        for (int i = 0; i < cl->ngpus; i++)
+            if (vw_of[i] == v)
+                g->gpus[k++] = i;
+        if (k > before)
+            v2++;
+    }
+    g->ngroups = v2;
+    g->start[v2] = k;
+    return 0;
+}
+
+static double node_speed(const struct hp_cost *c, const struct hp_cluster *cl, int n)
+{
+    const struct hp_node *nd = &cl->nodes[n];
+    double s = 0.0;
+
+    for (int i = 0; i < nd->ngpus; i++)
+        s += c->db->types[cl->gpus[nd->first_gpu + i].type].tflops;
+    return nd->ngpus ? s / nd->ngpus : 0.0;
+}
+
+static int group_np(const struct hp_cluster *cl, struct grouping *g, int *vw_of)
+{
+    for (int i = 0; i < cl->ngpus; i++)
+        vw_of[i] = cl->gpus[i].node;
+    return from_assignment(cl, vw_of, cl->nnodes, g);
+}
+
+static int group_ed(const struct hp_cluster *cl, struct grouping *g, int *vw_of)
+{
+    int v = cl->ngpus;
+
+    for (int n = 0; n < cl->nnodes; n++)
+        if (cl->nodes[n].ngpus < v)
+            v = cl->nodes[n].ngpus;
+    for (int i = 0; i < cl->ngpus; i++)
+        vw_of[i] = cl->gpus[i].index % v;
+    return from_assignment(cl, vw_of, v, g);
+}
+
+static const struct hp_cost *sort_c;
+static const struct hp_cluster *sort_cl;
+
+static int by_node_speed(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    const double sx = node_speed(sort_c, sort_cl, x), sy = node_speed(sort_c, sort_cl, y);
+
+    if (sx != sy)
+        return sx > sy ? -1 : 1;
+    return x - y;
+}
+
+static int by_gpu_speed(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    const double sx = sort_c->db->types[sort_cl->gpus[x].type].tflops;
+    const double sy = sort_c->db->types[sort_cl->gpus[y].type].tflops;
+
+    if (sx != sy)
+        return sx > sy ? -1 : 1;
+    return x - y;
+}
+
+static int group_hd(const struct hp_cost *c, const struct hp_cluster *cl, struct grouping *g,
+                    int *vw_of)
+{
+    int *order = malloc((size_t)cl->nnodes * sizeof(int)), next = 0, rc;
+
+    if (!order)
+        return -HP_ENOMEM;
+    for (int n = 0; n < cl->nnodes; n++)
+        order[n] = n;
+    sort_c = c;
+    sort_cl = cl;
+    qsort(order, (size_t)cl->nnodes, sizeof(int), by_node_speed);
+    for (int lo = 0, hi = cl->nnodes - 1; lo <= hi; lo++, hi--) {
+        const struct hp_node *a = &cl->nodes[order[lo]], *b = &cl->nodes[order[hi]];
+        int v = lo == hi ? 1 : (a->ngpus < b->ngpus ? a->ngpus : b->ngpus);
+        if (v > 2)
+            v = 2;
+        for (int i = 0; i < a->ngpus; i++)
+            vw_of[a->first_gpu + i] = next + i % v;
+        if (lo != hi)
+            for (int i = 0; i < b->ngpus; i++)
+                vw_of[b->first_gpu + i] = next + i % v;
+        next += v;
+    }
+    free(order);
+    rc = from_assignment(cl, vw_of, next, g);
+    return rc;
+}
+
+/* GPUs by speed, dealt to v VWs in snake order. */
+static int group_snake(const struct hp_cost *c, const struct hp_cluster *cl, int v,
+                       struct grouping *g, int *vw_of)
+{
+    int *order = malloc((size_t)cl->ngpus * sizeof(int));
+
+    if (!order)
+        return -HP_ENOMEM;
+    for (int i = 0; i < cl->ngpus; i++)
+        order[i] = i;
+    sort_c = c;
+    sort_cl = cl;
+    qsort(order, (size_t)cl->ngpus, sizeof(int), by_gpu_speed);
+    for (int i = 0; i < cl->ngpus; i++) {
+        const int round = i / v, pos = i % v;
+        vw_of[order[i]] = round % 2 == 0 ? pos : v - 1 - pos;
+    }
+    free(order);
+    return from_assignment(cl, vw_of, v, g);
+}
+
+/* Partition every VW of a grouping; the job's rate is V x the slowest VW's. Identical VWs
+ * (same types and the same pattern of shared nodes) are partitioned once. */
+struct memo {
+    int n;
+    int key[HP_MAX_VW_GPUS * 2];
+    int sorted[HP_MAX_VW_GPUS]; /* the VW's GPUs in key order */
+    int rc;
+    struct hp_vw_plan plan;
+};
+
+static void vw_key(const struct hp_cluster *cl, int *gpus, int n, int *key)
+{
+    int label[HP_MAX_VW_GPUS], nodes[HP_MAX_VW_GPUS], nl = 0;
+
+    /* sort members by (type, node): insertion sort, n is small */
+    for (int i = 1; i < n; i++) {
+        int x = gpus[i], j = i - 1;
+        while (j >= 0 && (cl->gpus[gpus[j]].type > cl->gpus[x].type ||
+                          (cl->gpus[gpus[j]].type == cl->gpus[x].type &&
+                           cl->gpus[gpus[j]].node > cl->gpus[x].node))) {
+            gpus[j + 1] = gpus[j];
+            j--;
+        }
+        gpus[j + 1] = x;
+    }
+    for (int i = 0; i < n; i++) {
+        int node = cl->gpus[gpus[i]].node, l = -1;
+        for (int j = 0; j < nl; j++)
+            if (nodes[j] == node)
+                l = j;
+        if (l < 0) {
+            nodes[nl] = node;
+            l = nl++;
+        }
+        label[i] = l;
+        key[2 * i] = cl->gpus[gpus[i]].type;
+        key[2 * i + 1] = label[i];
+    }
+}
+
+static int eval_grouping(const struct hp_cost *c, const struct hp_cluster *cl,
+                         const struct hp_plan_opts *o, const struct grouping *g,
+                         struct hp_vw_plan *vws, double *rate, int quiet)
+{
+    struct memo *memo = calloc((size_t)g->ngroups, sizeof(*memo));
+    int nmemo = 0, rc = 0;
+    double slowest = DBL_MAX;
+
+    if (!memo)
+        return -HP_ENOMEM;
+    for (int v = 0; v < g->ngroups && rc == 0; v++) {
+        const int n = g->start[v + 1] - g->start[v];
+        int members[HP_MAX_VW_GPUS], key[HP_MAX_VW_GPUS * 2];
+        struct memo *hit = NULL;
+
+        if (n > HP_MAX_VW_GPUS || n > c->nunits) {
+            if (!quiet)
+                hp_error("a virtual worker of %d GPUs cannot be split over %d units", n,
+                         c->nunits);
+            rc = -HP_EINVAL;
+            break;
+        }
+        memcpy(members, g->gpus + g->start[v], (size_t)n * sizeof(int));
+        vw_key(cl, members, n, key);
+        for (int i = 0; i < nmemo && !hit; i++)
+            if (memo[i].n == n && memcmp(memo[i].key, key, (size_t)n * 2 * sizeof(int)) == 0)
+                hit = &memo[i];
+        if (!hit) {
+            hit = &memo[nmemo++];
+            hit->n = n;
+            memcpy(hit->key, key, (size_t)n * 2 * sizeof(int));
+            memcpy(hit->sorted, members, (size_t)n * sizeof(int));
+            const int nm_max = o->nm_max > 0 ? (o->nm_max < n ? o->nm_max : n) : n;
+            if (quiet)
+                hp_log_set_quiet(1);
+            hit->rc = hp_partition_vw(c, cl, members, n, nm_max, o->nm_fixed, &hit->plan);
+            if (quiet)
+                hp_log_set_quiet(0);
+        }
+        if (hit->rc) {
+            rc = hit->rc;
+            break;
+        }
+        /* map the memoised plan's GPUs onto this VW's members (same key order) */
+        vws[v] = hit->plan;
+        for (int s = 0; s < n; s++)
+            for (int i = 0; i < n; i++)
+                if (hit->plan.stages[s].gpu == hit->sorted[i])
+                    vws[v].stages[s].gpu = members[i];
+        if (vws[v].rate < slowest)
+            slowest = vws[v].rate;
+    }
+    free(memo);
+    if (!rc)
+        *rate = slowest * g->ngroups;
+    return rc;
+}
+
+/* ring allreduce of all parameters over n GPUs: 2 (n - 1) / n of the bytes over the slowest
+ * link, 2 (n - 1) latencies */
+static double allreduce_time(const struct hp_cost *c, const struct hp_cluster *cl, const int *gpus,
+                             int n)
+{
+    double gbs = cl->intra_node_gbs, lat = cl->intra_latency_us;
+    const double bytes = (double)c->model->nparams * sizeof(float);
+
+    for (int i = 1; i < n; i++)
+        if (cl->gpus[gpus[i]].node != cl->gpus[gpus[0]].node) {
+            gbs = cl->inter_node_gbs;
+            lat = cl->inter_latency_us;
+        }
+    if (n <= 1)
+        return 0.0;
+    return 2.0 * (n - 1) / n * bytes / (gbs * 1e9) + 2.0 * (n - 1) * lat * 1e-6;
+}
+
+static int plan_dp(const struct hp_cost *c, const struct hp_cluster *cl, struct hp_plan *p)
+{
+    int *use = malloc((size_t)cl->ngpus * sizeof(int)), n = 0, rc = 0;
+    double slowest = 0.0;
+
+    if (!use)
+        return -HP_ENOMEM;
+    p->vws = calloc((size_t)cl->ngpus, sizeof(*p->vws));
+    if (!p->vws) {
+        free(use);
+        return -HP_ENOMEM;
+    }
+    for (int i = 0; i < cl->ngpus; i++) {
+        const double need = hp_cost_stage_memory(c, 0, c->nunits, 1, 1);
+        const double cap = c->db->types[cl->gpus[i].type].memory_gib * 1073741824.0;
+        if (need > cap) {
+            hp_info("dp: leaving out GPU %d of node '%s' (%s, %.1f GiB): the model needs %.2f GiB",
+                    cl->gpus[i].index, cl->nodes[cl->gpus[i].node].name,
+                    c->db->types[cl->gpus[i].type].name, cap / 1073741824.0, need / 1073741824.0);
+            continue;
+        }
+        struct hp_vw_plan *vw = &p->vws[n];
+        vw->nstages = 1;
+        vw->nm = 1;
+        vw->stages[0].gpu = i;
+        vw->stages[0].u0 = 0;
+        vw->stages[0].u1 = c->nunits;
+        hp_partition_evaluate(c, cl, vw);
+        if (vw->stages[0].compute_s > slowest)
+            slowest = vw->stages[0].compute_s;
+        use[n++] = i;
+    }
+    if (n == 0) {
+        hp_error("dp: model '%s' fits on no GPU of the cluster (it needs %.2f GiB at minibatch "
+                 "%d)",
+                 c->model->name, hp_cost_stage_memory(c, 0, c->nunits, 1, 1) / 1073741824.0,
+                 c->batch);
+        rc = -HP_ERANGE;
+    } else {
+        p->nvws = n;
+        p->allreduce_s = allreduce_time(c, cl, use, n);
+        p->rate = (double)n * c->batch / (slowest + p->allreduce_s);
+    }
+    free(use);
+    return rc;
+}
+
+static void place(const struct hp_cost *c, const struct hp_cluster *cl, struct hp_plan *p)
+{
+    double bytes[2] = {0.0, 0.0};
+    int *local = calloc((size_t)c->nunits, sizeof(int));
+
+    p->nshards = cl->nnodes;
+    if (local && p->nvws > 0)
+        for (int s = 0; s < p->vws[0].nstages; s++)
+            for (int u = p->vws[0].stages[s].u0; u < p->vws[0].stages[s].u1; u++)
+                local[u] = cl->gpus[p->vws[0].stages[s].gpu].node;
+    for (int pl = 0; pl < 2; pl++) {
+        for (int v = 0; v < p->nvws; v++)
+            for (int s = 0; s < p->vws[v].nstages; s++) {
+                const struct hp_stage_plan *st = &p->vws[v].stages[s];
+                for (int u = st->u0; u < st->u1; u++) {
+                    const int shard = pl == HP_PLACEMENT_LOCAL && local ? local[u] : u % cl->nnodes;
+                    if (shard != cl->gpus[st->gpu].node)
+                        bytes[pl] += 2.0 * (double)c->model->units[u].cost.param_bytes;
+                }
+            }
+    }
+    for (int u = 0; u < c->nunits; u++)
+        p->unit_shard[u] = p->opts.placement == HP_PLACEMENT_LOCAL && local ? local[u]
+                                                                           : u % cl->nnodes;
+    p->wave_bytes[0] = bytes[0];
+    p->wave_bytes[1] = bytes[1];
+    free(local);
+}
+
+int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
+                    const struct hp_plan_opts *o, struct hp_plan *p)
+{
+    struct grouping g = {0}, best_g = {0};
+    struct hp_vw_plan *vws = NULL;
+    int *vw_of = NULL, rc = 0;
+    double best = -1.0;
+
+    memset(p, 0, sizeof(*p));
+    if (o->staleness < 0 || o->nm_fixed < 0 || o->batch < 1) {
+        hp_error("invalid planning options: staleness D = %d (allowed: >= 0), Nm = %d (allowed: "
+                 "auto or >= 1), minibatch %d (allowed: >= 1)",
+                 o->staleness, o->nm_fixed, o->batch);
+        return -HP_EINVAL;
+    }
+    p->version = HP_PLAN_VERSION;
+    p->opts = *o;
+    p->nunits = c->nunits;
+    snprintf(p->model, sizeof(p->model), "%s", c->model->name);
+    snprintf(p->cluster, sizeof(p->cluster), "%s", cl->name);
+    p->unit_shard = calloc((size_t)c->nunits, sizeof(int));
+    vw_of = calloc((size_t)cl->ngpus, sizeof(int));
+    vws = calloc((size_t)cl->ngpus, sizeof(*vws));
+    if (!p->unit_shard || !vw_of || !vws) {
+        rc = -HP_ENOMEM;
+        goto out;
+    }
+    if (o->policy == HP_POLICY_DP) {
+        rc = plan_dp(c, cl, p);
+        p->grouping = HP_POLICY_DP;
+        goto placed;
+    }
+    /* candidates: the policy asked for, or (auto) np, ed, hd and snake groupings */
+    const int ncand = o->policy == HP_POLICY_AUTO ? 3 + cl->ngpus : 1;
+    int last_rc = 0;
+    for (int k = 0; k < ncand; k++) {
+        enum hp_policy pol = o->policy == HP_POLICY_AUTO ? (k < 3 ? (enum hp_policy)k
+                                                                  : HP_POLICY_AUTO)
+                                                         : o->policy;
+        double rate = 0.0;
+        if (pol == HP_POLICY_NP)
+            rc = group_np(cl, &g, vw_of);
+        else if (pol == HP_POLICY_ED)
+            rc = group_ed(cl, &g, vw_of);
+        else if (pol == HP_POLICY_HD)
+            rc = group_hd(c, cl, &g, vw_of);
+        else
+            rc = group_snake(c, cl, k - 2, &g, vw_of);
+        if (rc)
+            goto out;
+        rc = eval_grouping(c, cl, o, &g, vws, &rate, o->policy == HP_POLICY_AUTO);
+        if (rc == 0 && rate > best * (1.0 + 1e-12)) {
+            best = rate;
+            grouping_free(&best_g);
+            best_g = g;
+            memset(&g, 0, sizeof(g));
+            p->grouping = pol;
+            free(p->vws);
+            p->vws = calloc((size_t)best_g.ngroups, sizeof(*p->vws));
+            if (!p->vws) {
+                rc = -HP_ENOMEM;
+                goto out;
+            }
+            memcpy(p->vws, vws, (size_t)best_g.ngroups * sizeof(*vws));
+            p->nvws = best_g.ngroups;
+        } else if (rc == -HP_ENOMEM) {
+            goto out;
+        }
+        last_rc = rc;
+        grouping_free(&g);
+    }
+    if (best < 0.0) {
+        if (o->policy == HP_POLICY_AUTO)
+            hp_error("model '%s' fits no grouping of cluster '%s' at minibatch %d", c->model->name,
+                     cl->name, c->batch);
+        rc = last_rc ? last_rc : -HP_ERANGE;
+        goto out;
+    }
+    rc = 0;
+    p->rate = best;
+placed:
+    if (rc)
+        goto out;
+    place(c, cl, p);
+    p->nranks = cl->ngpus + p->nshards;
+    if (o->policy == HP_POLICY_DP) {
+        p->nranks = p->nvws;
+        p->nshards = 0;
+        p->wave_bytes[0] = p->wave_bytes[1] = 0.0;
+    } else {
+        p->nranks = 0;
+        for (int v = 0; v < p->nvws; v++)
+            p->nranks += p->vws[v].nstages;
+        p->nranks += p->nshards;
+    }
+out:
+    grouping_free(&g);
+    grouping_free(&best_g);
+    free(vw_of);
+    free(vws);
+    if (rc)
+        hp_plan_release(p);
+    return rc;
+}
