@@ -100,8 +100,10 @@ double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flig
         params += (double)un->cost.param_bytes;
         state += (double)un->cost.state_bytes;
         saved += (double)un->cost.saved_bytes * b;
-        if ((double)un->cost.workspace_bytes * b > ws)
-            ws = (double)un->cost.workspace_bytes * b;
+        /* the CPU backend's im2col works one image at a time; the CUDA backend caps cuDNN's
+         * workspace at 256 MiB (backend_cuda.cuh) */
+        if ((double)un->cost.workspace_bytes > ws)
+            ws = (double)un->cost.workspace_bytes;
         for (int o = 0; o < un->nops; o++) {
             double t = (double)hp_shape_size(un->ops[o].out_shape) * sizeof(float) * b;
             if (t > largest)
@@ -114,6 +116,8 @@ double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flig
     /* one set of activation gradients: every op output, and the input unless first */
     grads = saved + (first ? 0.0 : input);
     params = aligned(params);
+    if (ws > 268435456.0)
+        ws = 268435456.0;
     return params * (1.0 + (in_flight - 1)) /* weights and stashed versions */
            + params                          /* gradients */
            + params                          /* momentum */

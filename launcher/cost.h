@@ -9,7 +9,8 @@
  * runtime's hp_net allocates, see net.h):
  *   parameters x (1 + (m - 1) stashed versions) + gradients + momentum + batch norm state
  *   + activations of m minibatches (the stage's input and every tensor of its units)
- *   + one set of activation gradients + the largest workspace + a scratch tensor
+ *   + one set of activation gradients + the largest workspace (one image's im2col on the
+ *   CPU, at most 256 MiB of cuDNN workspace on a GPU) + a scratch tensor
  * All pure functions: no I/O.
  */
 #ifndef HP_COST_H

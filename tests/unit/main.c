@@ -15,6 +15,7 @@ int main(void)
     srunner_add_suite(sr, suite_train());
     srunner_add_suite(sr, suite_cluster());
     srunner_add_suite(sr, suite_partition());
+    srunner_add_suite(sr, suite_plan());
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -11,5 +11,6 @@ Suite *suite_data(void);
 Suite *suite_train(void);
 Suite *suite_cluster(void);
 Suite *suite_partition(void);
+Suite *suite_plan(void);
 
 #endif
