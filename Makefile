@@ -90,13 +90,14 @@ UNIT_TESTS := $(BUILD)/tests/unit_tests
 GPU_CHECK  := $(BUILD)/tests/gpu_check_ops
 BENCH_CPU  := $(BUILD)/tests/bench_train_cpu
 TORCH_REF  := $(BUILD)/tests/torch_ref
+BENCH_PLANS := $(BUILD)/tests/bench_plans
 
 ALL_OBJS := $(LIB_OBJS) $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(UNIT_SRCS:%.c=$(BUILD)/%.o) \
             $(BUILD)/tests/gpu/check_ops.o $(BUILD)/tests/bench/train_cpu.o \
-            $(BUILD)/tests/bench/torch_ref.o
+            $(BUILD)/tests/bench/torch_ref.o $(BUILD)/tests/bench/plans.o
 
 .PHONY: all check install uninstall format clean features bench gpu-check
-all: features $(HETPIPE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF)
+all: features $(HETPIPE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(BENCH_PLANS)
 
 features:
 	@echo "hetpipe: features: cpu backend (OpenBLAS): yes"
@@ -134,6 +135,9 @@ $(BENCH_CPU): $(BUILD)/tests/bench/train_cpu.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
 $(TORCH_REF): $(BUILD)/tests/bench/torch_ref.o $(LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+
+$(BENCH_PLANS): $(BUILD)/tests/bench/plans.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
 check: all

@@ -30,7 +30,13 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->fwd_s = calloc((size_t)c->ntypes * c->nunits, sizeof(double));
     c->bwd_s = calloc((size_t)c->ntypes * c->nunits, sizeof(double));
     c->prefix = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
-    if (!c->fwd_s || !c->bwd_s || !c->prefix) {
+    c->p_params = calloc((size_t)c->nunits + 1, sizeof(double));
+    c->p_state = calloc((size_t)c->nunits + 1, sizeof(double));
+    c->p_saved = calloc((size_t)c->nunits + 1, sizeof(double));
+    c->max_ws = calloc((size_t)c->nunits * c->nunits, sizeof(double));
+    c->max_tensor = calloc((size_t)c->nunits * c->nunits, sizeof(double));
+    if (!c->fwd_s || !c->bwd_s || !c->prefix || !c->p_params || !c->p_state || !c->p_saved ||
+        !c->max_ws || !c->max_tensor) {
         hp_cost_release(c);
         return -HP_ENOMEM;
     }
@@ -46,6 +52,35 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
         }
         refresh(c, t);
     }
+    for (int u = 0; u < c->nunits; u++) {
+        const struct hp_unit *un = &m->units[u];
+        double big = (double)hp_shape_size(un->in) * sizeof(float);
+        c->p_params[u + 1] = c->p_params[u] + (double)un->cost.param_bytes;
+        c->p_state[u + 1] = c->p_state[u] + (double)un->cost.state_bytes;
+        c->p_saved[u + 1] = c->p_saved[u] + (double)un->cost.saved_bytes;
+        for (int o = 0; o < un->nops; o++) {
+            const double t = (double)hp_shape_size(un->ops[o].out_shape) * sizeof(float);
+            if (t > big)
+                big = t;
+        }
+        /* row u0 = u: maxima over [u, v] for v >= u */
+        double ws = 0.0, tb = 0.0;
+        for (int v = u; v < c->nunits; v++) {
+            const struct hp_unit *uv = &m->units[v];
+            double bv = v == u ? big : 0.0;
+            for (int o = 0; v != u && o < uv->nops; o++) {
+                const double t = (double)hp_shape_size(uv->ops[o].out_shape) * sizeof(float);
+                if (t > bv)
+                    bv = t;
+            }
+            if ((double)uv->cost.workspace_bytes > ws)
+                ws = (double)uv->cost.workspace_bytes;
+            if (bv > tb)
+                tb = bv;
+            c->max_ws[(size_t)u * c->nunits + v] = ws;
+            c->max_tensor[(size_t)u * c->nunits + v] = tb;
+        }
+    }
     return 0;
 }
 
@@ -54,7 +89,13 @@ void hp_cost_release(struct hp_cost *c)
     free(c->fwd_s);
     free(c->bwd_s);
     free(c->prefix);
+    free(c->p_params);
+    free(c->p_state);
+    free(c->p_saved);
+    free(c->max_ws);
+    free(c->max_tensor);
     c->fwd_s = c->bwd_s = c->prefix = NULL;
+    c->p_params = c->p_state = c->p_saved = c->max_ws = c->max_tensor = NULL;
 }
 
 void hp_cost_set(struct hp_cost *c, int type, int unit, double fwd_s, double bwd_s)
@@ -89,35 +130,22 @@ static double aligned(double bytes)
 
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first)
 {
-    const struct hp_model *m = c->model;
     const double b = c->batch;
-    const struct hp_unit *first_unit = &m->units[u0];
-    double params = 0.0, state = 0.0, saved = 0.0, grads, ws = 0.0, largest;
+    const double input = (double)hp_shape_size(c->model->units[u0].in) * sizeof(float) * b;
+    const double params = aligned(c->p_params[u1] - c->p_params[u0]);
+    const double state = c->p_state[u1] - c->p_state[u0];
+    const double saved = (c->p_saved[u1] - c->p_saved[u0]) * b;
+    /* the CPU backend's im2col works one image at a time; the CUDA backend caps cuDNN's
+     * workspace at 256 MiB (backend_cuda.cuh) */
+    double ws = c->max_ws[(size_t)u0 * c->nunits + (u1 - 1)];
+    const double largest = c->max_tensor[(size_t)u0 * c->nunits + (u1 - 1)] * b;
 
-    largest = (double)hp_shape_size(first_unit->in) * sizeof(float) * b;
-    for (int u = u0; u < u1; u++) {
-        const struct hp_unit *un = &m->units[u];
-        params += (double)un->cost.param_bytes;
-        state += (double)un->cost.state_bytes;
-        saved += (double)un->cost.saved_bytes * b;
-        /* the CPU backend's im2col works one image at a time; the CUDA backend caps cuDNN's
-         * workspace at 256 MiB (backend_cuda.cuh) */
-        if ((double)un->cost.workspace_bytes > ws)
-            ws = (double)un->cost.workspace_bytes;
-        for (int o = 0; o < un->nops; o++) {
-            double t = (double)hp_shape_size(un->ops[o].out_shape) * sizeof(float) * b;
-            if (t > largest)
-                largest = t;
-        }
-    }
-    const double input = (double)hp_shape_size(first_unit->in) * sizeof(float) * b;
+    if (ws > 268435456.0)
+        ws = 268435456.0;
     /* activations: the input and every op output (dropout masks included in saved) */
     const double acts = input + saved;
     /* one set of activation gradients: every op output, and the input unless first */
-    grads = saved + (first ? 0.0 : input);
-    params = aligned(params);
-    if (ws > 268435456.0)
-        ws = 268435456.0;
+    const double grads = saved + (first ? 0.0 : input);
     return params * (1.0 + (in_flight - 1)) /* weights and stashed versions */
            + params                          /* gradients */
            + params                          /* momentum */

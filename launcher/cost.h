@@ -26,6 +26,10 @@ struct hp_cost {
     int nunits, ntypes;
     double *fwd_s, *bwd_s; /* [ntypes x nunits], seconds per minibatch */
     double *prefix;        /* [ntypes x (nunits + 1)]: prefix sums of fwd + bwd */
+    /* for O(1) stage memory: prefix sums of parameter, state and saved bytes per sample, and
+     * [nunits x nunits] maxima over unit ranges of workspace and of the largest tensor */
+    double *p_params, *p_state, *p_saved;
+    double *max_ws, *max_tensor;
 };
 
 /* Fill in roofline estimates for every (type, unit) at minibatch `batch`. Caller-owned struct;

@@ -95,7 +95,12 @@ static double split(const struct hp_cost *c, const struct hp_cluster *cl, const 
         const int m = in_flight(nm, k, s);
         /* stage s ends at j, starts at i; leaves at least one unit per later stage */
         for (int j = s + 1; j <= U - (k - 1 - s); j++) {
-            for (int i = s; i < j; i++) {
+            /* i from j - 1 down: the stage grows, so its compute time and its memory only
+             * grow; once either rules the stage out, every smaller i is ruled out too */
+            const int type = cl->gpus[order[s]].type;
+            for (int i = j - 1; i >= s; i--) {
+                if (hp_cost_stage_time(c, type, i, j) >= best[s * (U + 1) + j])
+                    break;
                 const double prev = s == 0 ? (i == 0 ? 0.0 : DBL_MAX) : best[(s - 1) * (U + 1) + i];
                 if (prev == DBL_MAX)
                     continue;
@@ -104,7 +109,7 @@ static double split(const struct hp_cost *c, const struct hp_cluster *cl, const 
                 if (b >= best[s * (U + 1) + j])
                     continue;
                 if (hp_cost_stage_memory(c, i, j, m, s == 0) > cap)
-                    continue;
+                    break;
                 best[s * (U + 1) + j] = b;
                 cut[s * (U + 1) + j] = i;
             }

@@ -24,7 +24,7 @@
 #include "cost.h"
 
 #define HP_MAX_VW_GPUS 64
-#define HP_PARTITION_EXHAUSTIVE 6
+#define HP_PARTITION_EXHAUSTIVE 5
 
 struct hp_stage_plan {
     int gpu;           /* index into the cluster's gpus */

@@ -10,6 +10,9 @@
 #include <string.h>
 #include <strings.h>
 
+/* auto's largest virtual worker in its snake groupings (np, ed and hd may make larger) */
+#define AUTO_MAX_VW 16
+
 static const char *const policy_names[] = {"np", "ed", "hd", "auto", "dp", NULL};
 static const char *const placement_names[] = {"default", "local", NULL};
 
@@ -423,8 +426,17 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
         p->grouping = HP_POLICY_DP;
         goto placed;
     }
-    /* candidates: the policy asked for, or (auto) np, ed, hd and snake groupings */
-    const int ncand = o->policy == HP_POLICY_AUTO ? 3 + cl->ngpus : 1;
+    /* candidates: the policy asked for, or (auto) np, ed, hd and snake groupings into
+     * V = ceil(GPUs / k) VWs for every VW size k = 1 .. min(units, AUTO_MAX_VW) */
+    int ncand = 1, snake_v[AUTO_MAX_VW + 1], nsnake = 0;
+    if (o->policy == HP_POLICY_AUTO) {
+        for (int k = 1; k <= AUTO_MAX_VW && k <= c->nunits && k <= cl->ngpus; k++) {
+            const int v = (cl->ngpus + k - 1) / k;
+            if (nsnake == 0 || snake_v[nsnake - 1] != v)
+                snake_v[nsnake++] = v;
+        }
+        ncand = 3 + nsnake;
+    }
     int last_rc = 0;
     for (int k = 0; k < ncand; k++) {
         enum hp_policy pol = o->policy == HP_POLICY_AUTO ? (k < 3 ? (enum hp_policy)k
@@ -438,7 +450,7 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
         else if (pol == HP_POLICY_HD)
             rc = group_hd(c, cl, &g, vw_of);
         else
-            rc = group_snake(c, cl, k - 2, &g, vw_of);
+            rc = group_snake(c, cl, snake_v[k - 3], &g, vw_of);
         if (rc)
             goto out;
         rc = eval_grouping(c, cl, o, &g, vws, &rate, o->policy == HP_POLICY_AUTO);

@@ -9,9 +9,10 @@
  *   the second slowest, ...; a pair (a, b) forms V = min(GPUs of a, GPUs of b, 2) VWs, GPU i of
  *   either node going to VW i mod V (half of a VW's stage-to-stage traffic stays inside a
  *   node). With an odd node count the middle node forms one VW of its own.
- * - auto: the three above and, for every V from 1 to the GPU count, the GPUs sorted by
- *   speed and dealt to V VWs in snake order (1, 2, .., V, V, .., 1, ...); the grouping with the
- *   best predicted job throughput wins (so auto is never predicted slower than np, ed, hd).
+ * - auto: the three above and, for every VW size k from 1 to min(16, units), the GPUs sorted
+ *   by speed and dealt to V = ceil(GPUs / k) VWs in snake order (1, 2, .., V, V, .., 1, ...);
+ *   the grouping with the best predicted job throughput wins (so auto is never predicted
+ *   slower than np, ed, hd).
  * - dp: every GPU a one-stage VW holding the whole model, synchronised by ring allreduce every
  *   minibatch (Horovod); GPUs that cannot hold the model are left out.
  * With finite staleness every VW runs at the pace of the slowest, so a job's throughput is
