@@ -62,7 +62,8 @@ HP_LIBS    := $(OPENBLAS_LIBS) -liniparser -lz -lm -lpthread
 COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c
 RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
                 runtime/net.c runtime/data.c runtime/train.c \
-                launcher/cost.c launcher/partition.c launcher/plan.c launcher/planfile.c launcher/cluster.c
+                launcher/cost.c launcher/partition.c launcher/plan.c launcher/planfile.c launcher/cluster.c \
+                launcher/profile.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
 
 ifeq ($(HAVE_CUDA),1)

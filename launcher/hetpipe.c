@@ -17,6 +17,7 @@
 #include "net.h"
 #include "plan.h"
 #include "planfile.h"
+#include "profile.h"
 #include "rng.h"
 #include "train.h"
 
@@ -38,6 +39,7 @@ static void usage(FILE *f)
                "  model    show a model's units, parameters and multiply-adds\n"
                "  time     time training steps of a model on random data\n"
                "  plan     plan virtual workers, stages and parameter placement for a cluster\n"
+               "  profile  measure every unit's forward/backward time and memory on this device\n"
                "  version  print the version\n"
                "\n"
                "'hetpipe <command> --help' shows a command's options.\n");
@@ -477,6 +479,7 @@ static void plan_usage(FILE *f)
             "  --config FILE       site config with the GPU database (default: $HETPIPE_CONF,\n"
             "                      ./etc/hetpipe.conf, next to hetpipe, /etc/hetpipe)\n"
             "  --out FILE          write the plan file there\n"
+            "  --profile FILE      measured unit times (hetpipe profile) instead of estimates\n"
             "  --quiet             no table\n");
 }
 
@@ -546,7 +549,7 @@ static void print_plan(const struct hp_plan *p, const struct hp_cost *c,
 
 static int cmd_plan(int argc, char **argv)
 {
-    enum { O_PLACEMENT = 256, O_NMMAX, O_CONFIG, O_OUT, O_QUIET };
+    enum { O_PLACEMENT = 256, O_NMMAX, O_CONFIG, O_OUT, O_QUIET, O_PROFILE };
     static const struct option opts[] = {
         {"cluster", required_argument, 0, 'c'},   {"model", required_argument, 0, 'm'},
         {"policy", required_argument, 0, 'p'},    {"placement", required_argument, 0, O_PLACEMENT},
@@ -554,11 +557,12 @@ static int cmd_plan(int argc, char **argv)
         {"nm-max", required_argument, 0, O_NMMAX}, {"batch", required_argument, 0, 'b'},
         {"seed", required_argument, 0, 's'},      {"config", required_argument, 0, O_CONFIG},
         {"out", required_argument, 0, O_OUT},     {"quiet", no_argument, 0, O_QUIET},
+        {"profile", required_argument, 0, O_PROFILE},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
     };
     struct hp_plan_opts o = {.policy = HP_POLICY_AUTO, .placement = HP_PLACEMENT_DEFAULT,
                              .batch = 32, .seed = 1};
-    const char *cluster = NULL, *model = "vgg19", *config = NULL, *out = NULL;
+    const char *cluster = NULL, *model = "vgg19", *config = NULL, *out = NULL, *profile = NULL;
     char confpath[4096], token[33];
     struct hp_gpudb db = {0};
     struct hp_cluster cl = {0};
@@ -620,6 +624,9 @@ static int cmd_plan(int argc, char **argv)
         case O_QUIET:
             quiet = 1;
             break;
+        case O_PROFILE:
+            profile = optarg;
+            break;
         case 'h':
             plan_usage(stdout);
             return 0;
@@ -640,8 +647,17 @@ static int cmd_plan(int argc, char **argv)
         config = confpath;
     }
     if ((rc = hp_gpudb_load(config, &db)) || (rc = hp_cluster_load(cluster, &db, &cl)) ||
-        (rc = hp_model_load(model, &m)) || (rc = hp_cost_init(&cost, m, &db, o.batch)) ||
-        (rc = hp_plan_compute(&cost, &cl, &o, &plan)))
+        (rc = hp_model_load(model, &m)) || (rc = hp_cost_init(&cost, m, &db, o.batch)))
+        goto done;
+    if (profile) {
+        int applied = 0;
+        if ((rc = hp_profile_apply(profile, &cost, &applied)))
+            goto done;
+        if (!quiet)
+            printf("profile %s: measured times for %d of %d units\n", profile, applied,
+                   m->nunits);
+    }
+    if ((rc = hp_plan_compute(&cost, &cl, &o, &plan)))
         goto done;
     random_token(token);
     if (!quiet)
@@ -658,6 +674,155 @@ done:
     if (cl.nodes)
         hp_cluster_release(&cl);
     hp_gpudb_release(&db);
+    return rc ? 1 : 0;
+}
+
+/* ---- profile -------------------------------------------------------------------------- */
+
+static int cmd_profile(int argc, char **argv)
+{
+    enum { O_TYPE = 256, O_OUT, O_STEPS, O_THREADS };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},  {"device", required_argument, 0, 'd'},
+        {"batch", required_argument, 0, 'b'},  {"type", required_argument, 0, O_TYPE},
+        {"out", required_argument, 0, O_OUT},  {"steps", required_argument, 0, O_STEPS},
+        {"threads", required_argument, 0, O_THREADS},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
+    };
+    const char *model = "cnn", *device = "auto", *type = NULL, *out = "profile.ini";
+    long batch = 32, steps = 3, v;
+    struct hp_model *m = NULL;
+    struct hp_backend *be = NULL;
+    FILE *f = NULL;
+    float *host = NULL;
+    int c, rc = 0;
+
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        rc = 0;
+        switch (c) {
+        case 'm':
+            model = optarg;
+            break;
+        case 'd':
+            rc = opt_device(optarg);
+            device = optarg;
+            break;
+        case 'b':
+            rc = opt_long("batch", optarg, 1, 65536, &batch);
+            break;
+        case O_TYPE:
+            type = optarg;
+            break;
+        case O_OUT:
+            out = optarg;
+            break;
+        case O_STEPS:
+            rc = opt_long("steps", optarg, 1, 1000, &steps);
+            break;
+        case O_THREADS:
+            if (!(rc = opt_long("threads", optarg, 1, 1024, &v)))
+                hp_backend_cpu_set_threads((int)v);
+            break;
+        case 'h':
+            printf("usage: hetpipe profile [--model M] [--device cpu|cuda|auto] [--batch N]\n"
+                   "                       [--type GPUTYPE] [--steps N] [--out FILE]\n"
+                   "  times forward and backward of every distinct unit of the model (one-unit\n"
+                   "  nets on random data, the median of N steps after a warm-up) and its memory,\n"
+                   "  and writes a profile database for 'hetpipe plan --profile FILE'; --type\n"
+                   "  names the site config's GPU type the numbers stand for (default: the\n"
+                   "  device name, or 'cpu')\n");
+            return 0;
+        default:
+            return 2;
+        }
+        if (rc)
+            return 2;
+    }
+    if ((rc = hp_model_load(model, &m)) || (rc = hp_backend_create(device, &be)))
+        goto done;
+    f = fopen(out, "w");
+    if (!f) {
+        hp_error("cannot write profile '%s': %m", out);
+        rc = -HP_EIO;
+        goto done;
+    }
+    fprintf(f, "; hetpipe profile of model %s, written by hetpipe profile\n[profile]\nversion = 1\n"
+               "type = %s\ndevice = %s\nbatch = %ld\n",
+            m->name, type ? type : (be->kind == HP_DEVICE_CPU ? "cpu" : be->name), be->name,
+            batch);
+    printf("%-16s %-34s %10s %10s %12s\n", "unit", "signature", "fwd ms", "bwd ms", "memory MiB");
+    for (int u = 0; u < m->nunits && rc == 0; u++) {
+        char sig[128];
+        int seen = 0;
+        hp_profile_signature(&m->units[u], sig, sizeof(sig));
+        for (int w = 0; w < u && !seen; w++) {
+            char s2[128];
+            hp_profile_signature(&m->units[w], s2, sizeof(s2));
+            seen = strcmp(sig, s2) == 0;
+        }
+        if (seen)
+            continue;
+        const struct hp_net_config cfg = {.batch = (int)batch, .nslots = 1, .need_input_grad = 1};
+        struct hp_net *net = NULL;
+        struct hp_net_memory mem;
+        double fwd[1000], bwd[1000];
+        const size_t nin = (size_t)batch * hp_shape_size(m->units[u].in);
+        const size_t nout = (size_t)batch * hp_shape_size(m->units[u].out);
+        const size_t nmax = nin > nout ? nin : nout;
+        if ((rc = hp_net_create(be, m, u, u + 1, &cfg, &net)) || (rc = hp_net_init_params(net, 1)))
+            break;
+        free(host);
+        host = malloc(nmax * sizeof(float));
+        if (!host) {
+            rc = -HP_ENOMEM;
+            hp_net_destroy(net);
+            break;
+        }
+        for (size_t i = 0; i < nmax; i++)
+            host[i] = 2.0f * hp_rng_uniform(3, i) - 1.0f;
+        rc = be->ops->upload(be, hp_net_input(net, 0), host, nin * sizeof(float));
+        if (!rc)
+            rc = be->ops->upload(be, hp_net_output_grad(net), host, nout * sizeof(float));
+        for (long s = 0; s <= steps && !rc; s++) {
+            double t0, t1;
+            be->ops->sync(be);
+            t0 = now_s();
+            rc = hp_net_forward(net, 0, 1, (uint64_t)s);
+            be->ops->sync(be);
+            t1 = now_s();
+            if (!rc)
+                rc = hp_net_backward(net, 0);
+            be->ops->sync(be);
+            if (s > 0) { /* step 0 warms up */
+                fwd[s - 1] = t1 - t0;
+                bwd[s - 1] = now_s() - t1;
+            }
+        }
+        if (!rc) {
+            /* medians */
+            for (long i = 0; i < steps; i++)
+                for (long j = i + 1; j < steps; j++) {
+                    if (fwd[j] < fwd[i]) { double t = fwd[i]; fwd[i] = fwd[j]; fwd[j] = t; }
+                    if (bwd[j] < bwd[i]) { double t = bwd[i]; bwd[i] = bwd[j]; bwd[j] = t; }
+                }
+            hp_net_memory(net, &mem);
+            fprintf(f, "\n[unit.%s]\nfwd_s = %.9g\nbwd_s = %.9g\nmemory = %zu\n", sig,
+                    fwd[steps / 2], bwd[steps / 2], mem.total);
+            printf("%-16s %-34.34s %10.3f %10.3f %12.1f\n", m->units[u].name, sig,
+                   1e3 * fwd[steps / 2], 1e3 * bwd[steps / 2], (double)mem.total / 1048576.0);
+        }
+        hp_net_destroy(net);
+    }
+    if (!rc)
+        printf("profile written to %s\n", out);
+done:
+    if (f && fclose(f) != 0 && !rc)
+        rc = -HP_EIO;
+    free(host);
+    hp_backend_destroy(be);
+    hp_model_destroy(m);
+    if (rc)
+        hp_error("profile failed: %s", hp_strerror(rc));
     return rc ? 1 : 0;
 }
 
@@ -687,7 +852,9 @@ int main(int argc, char **argv)
         return cmd_time(argc - 1, argv + 1);
     if (strcmp(cmd, "plan") == 0)
         return cmd_plan(argc - 1, argv + 1);
-    hp_error("unknown command '%s' (allowed: train, model, time, plan, version; see hetpipe --help)",
+    if (strcmp(cmd, "profile") == 0)
+        return cmd_profile(argc - 1, argv + 1);
+    hp_error("unknown command '%s' (allowed: train, model, time, plan, profile, version; see hetpipe --help)",
              cmd);
     return 2;
 }

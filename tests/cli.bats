@@ -164,3 +164,57 @@ teardown() {
     [ "$status" -eq 0 ]
     [[ "$output" == *"model vgg19, batch 1"* ]]
 }
+
+@test "hetpipe plan prints the table and writes a plan file (mode 0600)" {
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --model vgg19 --policy ed \
+        --placement local --staleness 2 --batch 32 --out "$TMP/plan.ini"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"VW 3: 4 GPUs, Nm"* ]]
+    [[ "$output" == *"titanrtx"*"rtx2060"* ]]
+    [[ "$output" == *"0.0 MB under local"* ]]
+    [[ "$output" == *"predicted:"*"images/s for the job (4 virtual workers, 20 ranks)"* ]]
+    [ "$(stat -c %a "$TMP/plan.ini")" = 600 ]
+    grep -q '^staleness = 2$' "$TMP/plan.ini"
+    grep -q '^\[vw.3.stage.3\]$' "$TMP/plan.ini"
+}
+
+@test "hetpipe plan refuses bad options and files clearly" {
+    run "$HETPIPE" plan --model vgg19
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"'--cluster FILE' is required"* ]]
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --policy fast
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"unknown policy 'fast' (allowed: np, ed, hd, auto, dp)"* ]]
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --staleness -1
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"'--staleness': '-1'"* ]]
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --nm 0
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"'--nm': '0' is neither auto nor an integer"* ]]
+    printf '[cluster]\nname = x\n[n1]\ngpus = k80:2\n' > "$TMP/c.ini"
+    run "$HETPIPE" plan --cluster "$TMP/c.ini"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"unknown GPU type 'k80'"*"[gpu.k80]"* ]]
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --config "$TMP/none.conf"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$TMP/none.conf"* ]]
+    printf '[cluster]\nname = tiny\n[n1]\ngpus = rtx2060:1\n' > "$TMP/t.ini"
+    run "$HETPIPE" plan --cluster "$TMP/t.ini" --model vgg19 --policy np
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"does not fit"*"rtx2060"*"GiB"* ]]
+}
+
+@test "hetpipe profile measures every unit and hetpipe plan uses it" {
+    run "$HETPIPE" profile --model cnn --device cpu --batch 16 --type p4000 --steps 1 \
+        --out "$TMP/prof.ini"
+    [ "$status" -eq 0 ]
+    [ "$(grep -c '^\[unit\.' "$TMP/prof.ini")" -eq 6 ]
+    grep -q '^type = p4000$' "$TMP/prof.ini"
+    run "$HETPIPE" plan --cluster etc/clusters/local4.ini --model cnn --profile "$TMP/prof.ini"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"measured times for 6 of 6 units"* ]]
+    sed -i 's/^type = p4000$/type = tpu9/' "$TMP/prof.ini"
+    run "$HETPIPE" plan --cluster etc/clusters/local4.ini --model cnn --profile "$TMP/prof.ini"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"unknown GPU type 'tpu9'"* ]]
+}
