@@ -212,6 +212,10 @@ static const struct bad_edit edits[] = {
     {"token = 0123456789abcdef0123456789abcdef", "token = xyz", "32 lower-case hex"},
     {"batch = 32", "batch = 32x", "'32x' is not an integer"},
     {"[ps.0]", "[bogus]\nx = 1\n\n[ps.0]", "unknown or surplus section [bogus]"},
+    {"[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 1", "[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 0",
+     "GPU 0 of node 'node1' is used twice"},
+    {"[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 1\ntype = titanv",
+     "[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 1\ntype = p4000", "type 'p4000', but GPU 1"},
 };
 
 static char *replace(const char *s, const char *from, const char *to)
