@@ -158,9 +158,6 @@ int hp_gpudb_load(const char *path, struct hp_gpudb *db)
     rc = hp_ini_load(path, &ini);
     if (rc)
         return rc;
-    rc = hp_conf_check_sections(path);
-    if (rc)
-        goto out;
     rc = -HP_ECONFIG;
     nsec = hp_ini_nsections(ini);
     for (int s = 0; s < nsec; s++) {
@@ -277,85 +274,3 @@ too_long:
     return -HP_ERANGE;
 }
 
-/* A section name as iniparser keys it: the text between '[' and ']', trimmed, lower case. */
-static int header_name(char *line, char *out, size_t n)
-{
-    char *p = line, *end;
-    size_t len;
-
-    while (isspace((unsigned char)*p))
-        p++;
-    len = strlen(p);
-    while (len > 0 && isspace((unsigned char)p[len - 1]))
-        p[--len] = '\0';
-    if (len < 2 || p[0] != '[' || p[len - 1] != ']')
-        return 0;
-    p[len - 1] = '\0';
-    p++;
-    while (isspace((unsigned char)*p))
-        p++;
-    end = p + strlen(p);
-    while (end > p && isspace((unsigned char)end[-1]))
-        *--end = '\0';
-    snprintf(out, n, "%s", p);
-    for (char *q = out; *q; q++)
-        *q = (char)tolower((unsigned char)*q);
-    return 1;
-}
-
-int hp_conf_check_sections(const char *path)
-{
-    struct seen {
-        char name[128];
-        int line;
-    } *seen = NULL;
-    int nseen = 0, cap = 0, lineno = 0, rc = 0;
-    char line[1024];
-    FILE *f = fopen(path, "r");
-
-    if (!f) {
-        rc = -errno;
-        hp_error("cannot open '%s': %s", path, hp_strerror(rc));
-        return rc;
-    }
-    while (rc == 0 && fgets(line, sizeof(line), f)) {
-        char name[128];
-
-        lineno++;
-        if (!header_name(line, name, sizeof(name)))
-            continue;
-        if (strchr(name, ':')) {
-            hp_error("%s: line %d: section [%s]: ':' is not allowed in a section name", path,
-                     lineno, name);
-            rc = -HP_ECONFIG;
-            break;
-        }
-        for (int i = 0; i < nseen; i++) {
-            if (strcmp(seen[i].name, name) == 0) {
-                hp_error("%s: line %d: section [%s] appears again (first at line %d); each "
-                         "section may appear once",
-                         path, lineno, name, seen[i].line);
-                rc = -HP_ECONFIG;
-                break;
-            }
-        }
-        if (rc == 0 && nseen == cap) {
-            struct seen *grown;
-
-            cap = cap ? 2 * cap : 32;
-            grown = realloc(seen, (size_t)cap * sizeof(*seen));
-            if (!grown) {
-                rc = -HP_ENOMEM;
-                break;
-            }
-            seen = grown;
-        }
-        if (rc == 0) {
-            snprintf(seen[nseen].name, sizeof(seen[nseen].name), "%s", name);
-            seen[nseen++].line = lineno;
-        }
-    }
-    free(seen);
-    fclose(f);
-    return rc;
-}

@@ -55,11 +55,4 @@ int hp_gpudb_find(const struct hp_gpudb *db, const char *name);
  * Written into buf (size n); 0, or -HP_ENOTFOUND (logged with the places tried). */
 int hp_gpudb_default_path(char *buf, unsigned long n);
 
-/* Check the section headers of the INI file `path` for what iniparser gets wrong silently:
- * a section given twice (iniparser merges them key by key; names compared trimmed and
- * case-insensitively, as iniparser does) and a ':' in a section name (iniparser's key
- * separator: such a section vanishes). 0, -HP_ECONFIG (logged with the file, the line and
- * the section) or -errno. Used by this module and by launcher/cluster.c. */
-int hp_conf_check_sections(const char *path);
-
 #endif

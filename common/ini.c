@@ -4,6 +4,7 @@
 #include "error.h"
 #include "log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <iniparser/iniparser.h>
 #include <math.h>
@@ -34,6 +35,89 @@ static int capture_error(const char *fmt, ...)
     return 0;
 }
 
+/* A section name as iniparser keys it: the text between '[' and ']', trimmed, lower case. */
+static int header_name(char *line, char *out, size_t n)
+{
+    char *p = line, *end;
+    size_t len;
+
+    while (isspace((unsigned char)*p))
+        p++;
+    len = strlen(p);
+    while (len > 0 && isspace((unsigned char)p[len - 1]))
+        p[--len] = '\0';
+    if (len < 2 || p[0] != '[' || p[len - 1] != ']')
+        return 0;
+    p[len - 1] = '\0';
+    p++;
+    while (isspace((unsigned char)*p))
+        p++;
+    end = p + strlen(p);
+    while (end > p && isspace((unsigned char)end[-1]))
+        *--end = '\0';
+    snprintf(out, n, "%s", p);
+    for (char *q = out; *q; q++)
+        *q = (char)tolower((unsigned char)*q);
+    return 1;
+}
+
+static int check_sections(const char *path)
+{
+    struct seen {
+        char name[128];
+        int line;
+    } *seen = NULL;
+    int nseen = 0, cap = 0, lineno = 0, rc = 0;
+    char line[1024];
+    FILE *f = fopen(path, "r");
+
+    if (!f) {
+        rc = -errno;
+        hp_error("cannot open '%s': %s", path, hp_strerror(rc));
+        return rc;
+    }
+    while (rc == 0 && fgets(line, sizeof(line), f)) {
+        char name[128];
+
+        lineno++;
+        if (!header_name(line, name, sizeof(name)))
+            continue;
+        if (strchr(name, ':')) {
+            hp_error("%s: line %d: section [%s]: ':' is not allowed in a section name", path,
+                     lineno, name);
+            rc = -HP_ECONFIG;
+            break;
+        }
+        for (int i = 0; i < nseen; i++) {
+            if (strcmp(seen[i].name, name) == 0) {
+                hp_error("%s: line %d: section [%s] appears again (first at line %d); each "
+                         "section may appear once",
+                         path, lineno, name, seen[i].line);
+                rc = -HP_ECONFIG;
+                break;
+            }
+        }
+        if (rc == 0 && nseen == cap) {
+            struct seen *grown;
+
+            cap = cap ? 2 * cap : 32;
+            grown = realloc(seen, (size_t)cap * sizeof(*seen));
+            if (!grown) {
+                rc = -HP_ENOMEM;
+                break;
+            }
+            seen = grown;
+        }
+        if (rc == 0) {
+            snprintf(seen[nseen].name, sizeof(seen[nseen].name), "%s", name);
+            seen[nseen++].line = lineno;
+        }
+    }
+    free(seen);
+    fclose(f);
+    return rc;
+}
+
 int hp_ini_load(const char *path, struct hp_ini **out)
 {
     struct hp_ini *ini;
@@ -46,6 +130,10 @@ int hp_ini_load(const char *path, struct hp_ini **out)
         return err;
     }
     fclose(f);
+    /* iniparser merges a repeated section and drops one with ':' in its name: refuse both */
+    int rc = check_sections(path);
+    if (rc)
+        return rc;
 
     ini = calloc(1, sizeof(*ini));
     if (!ini)

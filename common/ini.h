@@ -13,7 +13,10 @@
 struct hp_ini;
 
 /* Load `path`. On success *out is a new object (free with hp_ini_destroy) and 0 is returned.
- * A missing or unreadable file gives -errno, a syntax error -HP_ECONFIG; both are logged. */
+ * A missing or unreadable file gives -errno, a syntax error -HP_ECONFIG; both are logged.
+ * Also refused (-HP_ECONFIG, with the file, line and section), because iniparser would get
+ * them wrong silently: a section given twice (it merges them key by key; names compared
+ * trimmed and case-insensitively) and a ':' in a section name (its key separator). */
 int hp_ini_load(const char *path, struct hp_ini **out);
 void hp_ini_destroy(struct hp_ini *ini);
 

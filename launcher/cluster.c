@@ -139,9 +139,6 @@ int hp_cluster_load(const char *path, const struct hp_gpudb *db, struct hp_clust
     rc = hp_ini_load(path, &ini);
     if (rc)
         return rc;
-    rc = hp_conf_check_sections(path);
-    if (rc)
-        goto out;
     rc = -HP_ECONFIG;
     if (!hp_ini_has_section(ini, "cluster")) {
         hp_error("%s: missing section [cluster] (name, intra_node_gbs, inter_node_gbs)", path);

@@ -99,6 +99,8 @@ static const struct bad bad_models[] = {
     {HEAD "[b]\ntype = bottleneck\nfilters = 2\nstride = 0\n", {"[b]", "key 'stride'", NULL}},
     {HEAD "[model2]\ntype = linear\noutputs = 10\nrepeat = 0\n", {"key 'repeat'", NULL, NULL}},
     {HEAD, {"no units", NULL, NULL}},
+    {HEAD "[fc]\ntype = linear\noutputs = 10\n[FC]\ntype = relu\n",
+     {"section [fc] appears again (first at line 4)", NULL, NULL}},
 };
 
 START_TEST(bad_model_files)
