@@ -394,6 +394,41 @@ static void place(const struct hp_cost *c, const struct hp_cluster *cl, struct h
     free(local);
 }
 
+/* Charge each VW the parameter synchronisation of a wave under `placement`: the bytes of its
+ * units held on another node's shard go out (push) and come back (pull) over that node's
+ * link to the network, overlapping the wave's compute; a VW whose wave of Nm minibatches
+ * computes faster than that waits for the network. Returns the job's rate. */
+static double charge_sync(const struct hp_cost *c, const struct hp_cluster *cl,
+                          enum hp_placement placement, struct hp_vw_plan *vws, int n)
+{
+    double slowest = DBL_MAX;
+
+    for (int v = 0; v < n; v++) {
+        double bytes = 0.0;
+        for (int s = 0; s < vws[v].nstages; s++) {
+            const struct hp_stage_plan *st = &vws[v].stages[s];
+            for (int u = st->u0; u < st->u1; u++) {
+                int shard = u % cl->nnodes;
+                if (placement == HP_PLACEMENT_LOCAL)
+                    for (int s0 = 0; s0 < vws[0].nstages; s0++)
+                        if (u >= vws[0].stages[s0].u0 && u < vws[0].stages[s0].u1)
+                            shard = cl->gpus[vws[0].stages[s0].gpu].node;
+                if (shard != cl->gpus[st->gpu].node)
+                    bytes += 2.0 * (double)c->model->units[u].cost.param_bytes;
+            }
+        }
+        const double net_s = bytes / (cl->inter_node_gbs * 1e9);
+        if (net_s > 0.0) {
+            const double wave_rate = (double)vws[v].nm * c->batch / net_s;
+            if (wave_rate < vws[v].rate)
+                vws[v].rate = wave_rate;
+        }
+        if (vws[v].rate < slowest)
+            slowest = vws[v].rate;
+    }
+    return slowest * n;
+}
+
 int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
                     const struct hp_plan_opts *o, struct hp_plan *p)
 {
@@ -454,6 +489,8 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
         if (rc)
             goto out;
         rc = eval_grouping(c, cl, o, &g, vws, &rate, o->policy == HP_POLICY_AUTO);
+        if (rc == 0)
+            rate = charge_sync(c, cl, o->placement, vws, g.ngroups);
         if (rc == 0 && rate > best * (1.0 + 1e-12)) {
             best = rate;
             grouping_free(&best_g);

@@ -16,7 +16,10 @@
  * - dp: every GPU a one-stage VW holding the whole model, synchronised by ring allreduce every
  *   minibatch (Horovod); GPUs that cannot hold the model are left out.
  * With finite staleness every VW runs at the pace of the slowest, so a job's throughput is
- * (number of VWs) x (the slowest VW's rate).
+ * (number of VWs) x (the slowest VW's rate). A VW's rate is its pipeline's (partition.h),
+ * lowered when its wave's parameter synchronisation over the network (the bytes of its units
+ * held on other nodes' shards, pushed and pulled at the inter-node bandwidth, overlapping
+ * compute) takes longer than the wave's Nm minibatches of compute.
  *
  * Placement: one PS shard per node. default: units round-robin over the shards, whatever
  * runs them; local: a unit's parameters on the shard of the node that runs it in VW 0 (with

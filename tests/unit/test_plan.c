@@ -126,6 +126,23 @@ START_TEST(paper_policies)
                              s.cl.gpus[p.vws[v].stages[0].gpu].node);
     hp_plan_release(&p);
 
+    /* on a slow network the synchronisation of a wave dominates: local placement, which keeps
+     * ed's traffic inside nodes, is then predicted faster than default */
+    {
+        struct hp_plan pd, pl;
+        const double keep = s.cl.inter_node_gbs;
+        struct hp_plan_opts oe = {.policy = HP_POLICY_ED, .batch = 32};
+        s.cl.inter_node_gbs = 0.3;
+        oe.placement = HP_PLACEMENT_DEFAULT;
+        ck_assert_int_eq(hp_plan_compute(&s.cost, &s.cl, &oe, &pd), 0);
+        oe.placement = HP_PLACEMENT_LOCAL;
+        ck_assert_int_eq(hp_plan_compute(&s.cost, &s.cl, &oe, &pl), 0);
+        ck_assert_double_gt(pl.rate, 1.5 * pd.rate);
+        hp_plan_release(&pd);
+        hp_plan_release(&pl);
+        s.cl.inter_node_gbs = keep;
+    }
+
     o.policy = HP_POLICY_DP;
     test_capture_begin();
     ck_assert_int_eq(hp_plan_compute(&s.cost, &s.cl, &o, &p), 0);
