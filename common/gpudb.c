@@ -273,4 +273,3 @@ too_long:
     hp_error("the site config's path is longer than %lu characters", n - 1);
     return -HP_ERANGE;
 }
-

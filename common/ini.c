@@ -61,14 +61,63 @@ static int header_name(char *line, char *out, size_t n)
     return 1;
 }
 
+/* The key of a "key = value" line (trimmed, lower case, as iniparser keys it); 0 if the line
+ * is blank, a comment, a section header or has no '='. */
+static int key_name(const char *line, char *out, size_t n)
+{
+    const char *p = line, *eq;
+    size_t len;
+
+    while (isspace((unsigned char)*p))
+        p++;
+    if (!*p || *p == ';' || *p == '#' || *p == '[')
+        return 0;
+    eq = strchr(p, '=');
+    if (!eq)
+        return 0;
+    len = (size_t)(eq - p);
+    while (len > 0 && isspace((unsigned char)p[len - 1]))
+        len--;
+    if (len == 0 || len >= n)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        out[i] = (char)tolower((unsigned char)p[i]);
+    out[len] = '\0';
+    return 1;
+}
+
+struct seen {
+    char name[128];
+    int line;
+};
+
+/* Add name at line to the list, or report the line it was first seen at (> 0). */
+static int seen_add(struct seen **list, int *n, int *cap, const char *name, int line)
+{
+    for (int i = 0; i < *n; i++)
+        if (strcmp((*list)[i].name, name) == 0)
+            return (*list)[i].line;
+    if (*n == *cap) {
+        const int ncap = *cap ? 2 * *cap : 32;
+        struct seen *grown = realloc(*list, (size_t)ncap * sizeof(**list));
+        if (!grown)
+            return -HP_ENOMEM;
+        *list = grown;
+        *cap = ncap;
+    }
+    snprintf((*list)[*n].name, sizeof((*list)[*n].name), "%s", name);
+    (*list)[(*n)++].line = line;
+    return 0;
+}
+
+/* What iniparser gets wrong silently: a section given twice (it merges them), a ':' in a
+ * section name (its key separator: the section vanishes), a key given twice in a section
+ * (the last wins) and keys before the first section (ignored). */
 static int check_sections(const char *path)
 {
-    struct seen {
-        char name[128];
-        int line;
-    } *seen = NULL;
-    int nseen = 0, cap = 0, lineno = 0, rc = 0;
-    char line[1024];
+    struct seen *secs = NULL, *keys = NULL;
+    int nsecs = 0, csecs = 0, nkeys = 0, ckeys = 0, lineno = 0, rc = 0, in_section = 0;
+    char line[4096], cur[128] = "";
     FILE *f = fopen(path, "r");
 
     if (!f) {
@@ -78,8 +127,26 @@ static int check_sections(const char *path)
     }
     while (rc == 0 && fgets(line, sizeof(line), f)) {
         char name[128];
+        int first;
 
         lineno++;
+        if (key_name(line, name, sizeof(name))) {
+            if (!in_section) {
+                hp_error("%s: line %d: key '%s' before any [section]", path, lineno, name);
+                rc = -HP_ECONFIG;
+                break;
+            }
+            first = seen_add(&keys, &nkeys, &ckeys, name, lineno);
+            if (first > 0) {
+                hp_error("%s: line %d: [%s]: key '%s' appears again (first at line %d); each "
+                         "key may appear once per section",
+                         path, lineno, cur, name, first);
+                rc = -HP_ECONFIG;
+            } else if (first < 0) {
+                rc = first;
+            }
+            continue;
+        }
         if (!header_name(line, name, sizeof(name)))
             continue;
         if (strchr(name, ':')) {
@@ -88,32 +155,21 @@ static int check_sections(const char *path)
             rc = -HP_ECONFIG;
             break;
         }
-        for (int i = 0; i < nseen; i++) {
-            if (strcmp(seen[i].name, name) == 0) {
-                hp_error("%s: line %d: section [%s] appears again (first at line %d); each "
-                         "section may appear once",
-                         path, lineno, name, seen[i].line);
-                rc = -HP_ECONFIG;
-                break;
-            }
+        first = seen_add(&secs, &nsecs, &csecs, name, lineno);
+        if (first > 0) {
+            hp_error("%s: line %d: section [%s] appears again (first at line %d); each "
+                     "section may appear once",
+                     path, lineno, name, first);
+            rc = -HP_ECONFIG;
+        } else if (first < 0) {
+            rc = first;
         }
-        if (rc == 0 && nseen == cap) {
-            struct seen *grown;
-
-            cap = cap ? 2 * cap : 32;
-            grown = realloc(seen, (size_t)cap * sizeof(*seen));
-            if (!grown) {
-                rc = -HP_ENOMEM;
-                break;
-            }
-            seen = grown;
-        }
-        if (rc == 0) {
-            snprintf(seen[nseen].name, sizeof(seen[nseen].name), "%s", name);
-            seen[nseen++].line = lineno;
-        }
+        in_section = 1;
+        nkeys = 0;
+        snprintf(cur, sizeof(cur), "%s", name);
     }
-    free(seen);
+    free(secs);
+    free(keys);
     fclose(f);
     return rc;
 }

@@ -16,7 +16,8 @@ struct hp_ini;
  * A missing or unreadable file gives -errno, a syntax error -HP_ECONFIG; both are logged.
  * Also refused (-HP_ECONFIG, with the file, line and section), because iniparser would get
  * them wrong silently: a section given twice (it merges them key by key; names compared
- * trimmed and case-insensitively) and a ':' in a section name (its key separator). */
+ * trimmed and case-insensitively), a ':' in a section name (its key separator), a key given
+ * twice in one section (the last would win) and keys before the first section (ignored). */
 int hp_ini_load(const char *path, struct hp_ini **out);
 void hp_ini_destroy(struct hp_ini *ini);
 

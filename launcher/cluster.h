@@ -35,8 +35,8 @@ struct hp_node {
 struct hp_cluster {
     char name[HP_NODE_NAME_MAX];
     int nnodes, ngpus;
-    struct hp_node *nodes; /* owned */
-    struct hp_gpu *gpus;   /* owned */
+    struct hp_node *nodes;                     /* owned */
+    struct hp_gpu *gpus;                       /* owned */
     double intra_node_gbs, inter_node_gbs;     /* from the file, else the database's */
     double intra_latency_us, inter_latency_us; /* the database's */
 };

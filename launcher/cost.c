@@ -14,12 +14,11 @@ static void refresh(struct hp_cost *c, int type)
 
     p[0] = 0.0;
     for (int u = 0; u < c->nunits; u++)
-        p[u + 1] = p[u] + c->fwd_s[(size_t)type * c->nunits + u] +
-                   c->bwd_s[(size_t)type * c->nunits + u];
+        p[u + 1] =
+            p[u] + c->fwd_s[(size_t)type * c->nunits + u] + c->bwd_s[(size_t)type * c->nunits + u];
 }
 
-int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gpudb *db,
-                 int batch)
+int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gpudb *db, int batch)
 {
     memset(c, 0, sizeof(*c));
     c->model = m;
@@ -124,8 +123,9 @@ double hp_cost_transfer(double bytes, double gbs, double lat_us)
 
 static double aligned(double bytes)
 {
-    return bytes <= 0.0 ? ALIGN_BYTES : ((double)(long long)((bytes + ALIGN_BYTES - 1) /
-                                                             ALIGN_BYTES)) * ALIGN_BYTES;
+    return bytes <= 0.0
+               ? ALIGN_BYTES
+               : ((double)(long long)((bytes + ALIGN_BYTES - 1) / ALIGN_BYTES)) * ALIGN_BYTES;
 }
 
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first)
@@ -147,7 +147,7 @@ double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flig
     /* one set of activation gradients: every op output, and the input unless first */
     const double grads = saved + (first ? 0.0 : input);
     return params * (1.0 + (in_flight - 1)) /* weights and stashed versions */
-           + params                          /* gradients */
-           + params                          /* momentum */
+           + params                         /* gradients */
+           + params                         /* momentum */
            + aligned(state) + acts * in_flight + grads + aligned(ws) + aligned(largest);
 }

@@ -34,8 +34,7 @@ struct hp_cost {
 
 /* Fill in roofline estimates for every (type, unit) at minibatch `batch`. Caller-owned struct;
  * release with hp_cost_release. 0 or -HP_ENOMEM. */
-int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gpudb *db,
-                 int batch);
+int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gpudb *db, int batch);
 void hp_cost_release(struct hp_cost *c);
 
 /* Replace the estimate of (type, unit) by a measurement, and refresh the prefix sums. */

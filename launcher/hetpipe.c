@@ -465,22 +465,21 @@ out:
 
 static void plan_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: hetpipe plan --cluster FILE [options]\n"
-            "  --cluster FILE      cluster description (etc/clusters/*.ini)\n"
-            "  --model NAME|PATH   model (default vgg19)\n"
-            "  --policy P          np, ed, hd, auto (default) or dp\n"
-            "  --placement P       default (default) or local\n"
-            "  --staleness D       WSP staleness threshold, >= 0 (default 0)\n"
-            "  --nm N|auto         minibatches in flight per virtual worker (default auto)\n"
-            "  --nm-max N          upper bound of the auto search (default: stages of the VW)\n"
-            "  --batch N           minibatch size (default 32)\n"
-            "  --seed N            job seed recorded in the plan (default 1)\n"
-            "  --config FILE       site config with the GPU database (default: $HETPIPE_CONF,\n"
-            "                      ./etc/hetpipe.conf, next to hetpipe, /etc/hetpipe)\n"
-            "  --out FILE          write the plan file there\n"
-            "  --profile FILE      measured unit times (hetpipe profile) instead of estimates\n"
-            "  --quiet             no table\n");
+    fprintf(f, "usage: hetpipe plan --cluster FILE [options]\n"
+               "  --cluster FILE      cluster description (etc/clusters/*.ini)\n"
+               "  --model NAME|PATH   model (default vgg19)\n"
+               "  --policy P          np, ed, hd, auto (default) or dp\n"
+               "  --placement P       default (default) or local\n"
+               "  --staleness D       WSP staleness threshold, >= 0 (default 0)\n"
+               "  --nm N|auto         minibatches in flight per virtual worker (default auto)\n"
+               "  --nm-max N          upper bound of the auto search (default: stages of the VW)\n"
+               "  --batch N           minibatch size (default 32)\n"
+               "  --seed N            job seed recorded in the plan (default 1)\n"
+               "  --config FILE       site config with the GPU database (default: $HETPIPE_CONF,\n"
+               "                      ./etc/hetpipe.conf, next to hetpipe, /etc/hetpipe)\n"
+               "  --out FILE          write the plan file there\n"
+               "  --profile FILE      measured unit times (hetpipe profile) instead of estimates\n"
+               "  --quiet             no table\n");
 }
 
 static void random_token(char *tok)
@@ -514,8 +513,8 @@ static void print_plan(const struct hp_plan *p, const struct hp_cost *c,
            p->opts.staleness, p->opts.batch);
     for (int v = 0; v < p->nvws; v++) {
         const struct hp_vw_plan *vw = &p->vws[v];
-        printf("\nVW %d: %d GPUs, Nm %d, %.1f images/s (slowest stage %.2f ms)\n", v,
-               vw->nstages, vw->nm, vw->rate, 1e3 * vw->bottleneck_s);
+        printf("\nVW %d: %d GPUs, Nm %d, %.1f images/s (slowest stage %.2f ms)\n", v, vw->nstages,
+               vw->nm, vw->rate, 1e3 * vw->bottleneck_s);
         printf("  %-5s %-12s %-4s %-10s %-28s %10s %11s %16s\n", "stage", "node", "gpu", "type",
                "units", "compute ms", "transfer ms", "memory GiB used/has");
         for (int s = 0; s < vw->nstages; s++) {
@@ -551,17 +550,24 @@ static int cmd_plan(int argc, char **argv)
 {
     enum { O_PLACEMENT = 256, O_NMMAX, O_CONFIG, O_OUT, O_QUIET, O_PROFILE };
     static const struct option opts[] = {
-        {"cluster", required_argument, 0, 'c'},   {"model", required_argument, 0, 'm'},
-        {"policy", required_argument, 0, 'p'},    {"placement", required_argument, 0, O_PLACEMENT},
-        {"staleness", required_argument, 0, 'D'}, {"nm", required_argument, 0, 'n'},
-        {"nm-max", required_argument, 0, O_NMMAX}, {"batch", required_argument, 0, 'b'},
-        {"seed", required_argument, 0, 's'},      {"config", required_argument, 0, O_CONFIG},
-        {"out", required_argument, 0, O_OUT},     {"quiet", no_argument, 0, O_QUIET},
+        {"cluster", required_argument, 0, 'c'},
+        {"model", required_argument, 0, 'm'},
+        {"policy", required_argument, 0, 'p'},
+        {"placement", required_argument, 0, O_PLACEMENT},
+        {"staleness", required_argument, 0, 'D'},
+        {"nm", required_argument, 0, 'n'},
+        {"nm-max", required_argument, 0, O_NMMAX},
+        {"batch", required_argument, 0, 'b'},
+        {"seed", required_argument, 0, 's'},
+        {"config", required_argument, 0, O_CONFIG},
+        {"out", required_argument, 0, O_OUT},
+        {"quiet", no_argument, 0, O_QUIET},
         {"profile", required_argument, 0, O_PROFILE},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
-    struct hp_plan_opts o = {.policy = HP_POLICY_AUTO, .placement = HP_PLACEMENT_DEFAULT,
-                             .batch = 32, .seed = 1};
+    struct hp_plan_opts o = {
+        .policy = HP_POLICY_AUTO, .placement = HP_PLACEMENT_DEFAULT, .batch = 32, .seed = 1};
     const char *cluster = NULL, *model = "vgg19", *config = NULL, *out = NULL, *profile = NULL;
     char confpath[4096], token[33];
     struct hp_gpudb db = {0};
@@ -654,8 +660,7 @@ static int cmd_plan(int argc, char **argv)
         if ((rc = hp_profile_apply(profile, &cost, &applied)))
             goto done;
         if (!quiet)
-            printf("profile %s: measured times for %d of %d units\n", profile, applied,
-                   m->nunits);
+            printf("profile %s: measured times for %d of %d units\n", profile, applied, m->nunits);
     }
     if ((rc = hp_plan_compute(&cost, &cl, &o, &plan)))
         goto done;
@@ -683,11 +688,15 @@ static int cmd_profile(int argc, char **argv)
 {
     enum { O_TYPE = 256, O_OUT, O_STEPS, O_THREADS };
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},  {"device", required_argument, 0, 'd'},
-        {"batch", required_argument, 0, 'b'},  {"type", required_argument, 0, O_TYPE},
-        {"out", required_argument, 0, O_OUT},  {"steps", required_argument, 0, O_STEPS},
+        {"model", required_argument, 0, 'm'},
+        {"device", required_argument, 0, 'd'},
+        {"batch", required_argument, 0, 'b'},
+        {"type", required_argument, 0, O_TYPE},
+        {"out", required_argument, 0, O_OUT},
+        {"steps", required_argument, 0, O_STEPS},
         {"threads", required_argument, 0, O_THREADS},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const char *model = "cnn", *device = "auto", *type = NULL, *out = "profile.ini";
     long batch = 32, steps = 3, v;
@@ -746,10 +755,10 @@ static int cmd_profile(int argc, char **argv)
         rc = -HP_EIO;
         goto done;
     }
-    fprintf(f, "; hetpipe profile of model %s, written by hetpipe profile\n[profile]\nversion = 1\n"
-               "type = %s\ndevice = %s\nbatch = %ld\n",
-            m->name, type ? type : (be->kind == HP_DEVICE_CPU ? "cpu" : be->name), be->name,
-            batch);
+    fprintf(f,
+            "; hetpipe profile of model %s, written by hetpipe profile\n[profile]\nversion = 1\n"
+            "type = %s\ndevice = %s\nbatch = %ld\n",
+            m->name, type ? type : (be->kind == HP_DEVICE_CPU ? "cpu" : be->name), be->name, batch);
     printf("%-16s %-34s %10s %10s %12s\n", "unit", "signature", "fwd ms", "bwd ms", "memory MiB");
     for (int u = 0; u < m->nunits && rc == 0; u++) {
         char sig[128];
@@ -802,8 +811,16 @@ static int cmd_profile(int argc, char **argv)
             /* medians */
             for (long i = 0; i < steps; i++)
                 for (long j = i + 1; j < steps; j++) {
-                    if (fwd[j] < fwd[i]) { double t = fwd[i]; fwd[i] = fwd[j]; fwd[j] = t; }
-                    if (bwd[j] < bwd[i]) { double t = bwd[i]; bwd[i] = bwd[j]; bwd[j] = t; }
+                    if (fwd[j] < fwd[i]) {
+                        double t = fwd[i];
+                        fwd[i] = fwd[j];
+                        fwd[j] = t;
+                    }
+                    if (bwd[j] < bwd[i]) {
+                        double t = bwd[i];
+                        bwd[i] = bwd[j];
+                        bwd[j] = t;
+                    }
                 }
             hp_net_memory(net, &mem);
             fprintf(f, "\n[unit.%s]\nfwd_s = %.9g\nbwd_s = %.9g\nmemory = %zu\n", sig,
@@ -854,7 +871,8 @@ int main(int argc, char **argv)
         return cmd_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "profile") == 0)
         return cmd_profile(argc - 1, argv + 1);
-    hp_error("unknown command '%s' (allowed: train, model, time, plan, profile, version; see hetpipe --help)",
+    hp_error("unknown command '%s' (allowed: train, model, time, plan, profile, version; see "
+             "hetpipe --help)",
              cmd);
     return 2;
 }

@@ -83,8 +83,8 @@ int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,
 /* DP for one order and Nm: best[s][j] = smallest bottleneck of stages 0..s covering units
  * [0, j), stage s ending at j; cut[s][j] = where stage s starts. Returns the bottleneck (or
  * DBL_MAX when nothing fits) and the cuts. */
-static double split(const struct hp_cost *c, const struct hp_cluster *cl, const int *order,
-                    int k, int nm, double *best, int *cut)
+static double split(const struct hp_cost *c, const struct hp_cluster *cl, const int *order, int k,
+                    int nm, double *best, int *cut)
 {
     const int U = c->nunits;
 
@@ -234,8 +234,7 @@ static void no_fit_error(const struct hp_cost *c, const struct hp_cluster *cl, c
                  "needs %.2f GiB, more than the largest GPU of the virtual worker (%s, GPU %d "
                  "of node '%s', %.2f GiB)",
                  c->model->name, c->model->units[unit].name, c->batch, need / 1073741824.0,
-                 c->db->types[g->type].name, g->index, cl->nodes[g->node].name,
-                 cap / 1073741824.0);
+                 c->db->types[g->type].name, g->index, cl->nodes[g->node].name, cap / 1073741824.0);
     else
         hp_error("model '%s' does not fit on the %d GPUs of the virtual worker at minibatch %d: "
                  "no split into %d stages fits every GPU's memory (the largest unit alone needs "

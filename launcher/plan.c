@@ -259,8 +259,7 @@ static int eval_grouping(const struct hp_cost *c, const struct hp_cluster *cl,
 
         if (n > HP_MAX_VW_GPUS || n > c->nunits) {
             if (!quiet)
-                hp_error("a virtual worker of %d GPUs cannot be split over %d units", n,
-                         c->nunits);
+                hp_error("a virtual worker of %d GPUs cannot be split over %d units", n, c->nunits);
             rc = -HP_EINVAL;
             break;
         }
@@ -387,8 +386,8 @@ static void place(const struct hp_cost *c, const struct hp_cluster *cl, struct h
             }
     }
     for (int u = 0; u < c->nunits; u++)
-        p->unit_shard[u] = p->opts.placement == HP_PLACEMENT_LOCAL && local ? local[u]
-                                                                           : u % cl->nnodes;
+        p->unit_shard[u] =
+            p->opts.placement == HP_PLACEMENT_LOCAL && local ? local[u] : u % cl->nnodes;
     p->wave_bytes[0] = bytes[0];
     p->wave_bytes[1] = bytes[1];
     free(local);
@@ -474,9 +473,8 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
     }
     int last_rc = 0;
     for (int k = 0; k < ncand; k++) {
-        enum hp_policy pol = o->policy == HP_POLICY_AUTO ? (k < 3 ? (enum hp_policy)k
-                                                                  : HP_POLICY_AUTO)
-                                                         : o->policy;
+        enum hp_policy pol =
+            o->policy == HP_POLICY_AUTO ? (k < 3 ? (enum hp_policy)k : HP_POLICY_AUTO) : o->policy;
         double rate = 0.0;
         if (pol == HP_POLICY_NP)
             rc = group_np(cl, &g, vw_of);

@@ -57,14 +57,14 @@ struct hp_plan {
     struct hp_plan_opts opts;
     enum hp_policy grouping; /* what auto chose (np, ed, hd, or auto for a snake grouping) */
     int nvws;
-    struct hp_vw_plan *vws;  /* owned */
-    int nshards;             /* PS shards: one per node, shard i on node i */
-    int *unit_shard;         /* owned, [nunits] */
+    struct hp_vw_plan *vws; /* owned */
+    int nshards;            /* PS shards: one per node, shard i on node i */
+    int *unit_shard;        /* owned, [nunits] */
     int nunits;
-    double rate;             /* predicted images/s of the job */
-    double allreduce_s;      /* dp: per minibatch */
-    double wave_bytes[2];    /* predicted network bytes per wave under default and local */
-    int nranks;              /* workers then PS shards */
+    double rate;          /* predicted images/s of the job */
+    double allreduce_s;   /* dp: per minibatch */
+    double wave_bytes[2]; /* predicted network bytes per wave under default and local */
+    int nranks;           /* workers then PS shards */
 };
 
 /* Parse "np", "ed", "hd", "auto", "dp" / "default", "local"; -HP_EINVAL otherwise. */

@@ -25,8 +25,9 @@ int hp_planfile_write(FILE *f, const struct hp_plan *p, const struct hp_cluster 
             hp_placement_name(p->opts.placement), p->opts.nm_max, p->opts.nm_fixed);
     fprintf(f, "seed = %llu\ntoken = %s\nunits = %d\nvws = %d\nshards = %d\nranks = %d\n",
             (unsigned long long)p->opts.seed, token, p->nunits, p->nvws, p->nshards, p->nranks);
-    fprintf(f, "rate = %.17g\nallreduce_s = %.17g\nwave_bytes_default = %.17g\n"
-               "wave_bytes_local = %.17g\nunit_shard = ",
+    fprintf(f,
+            "rate = %.17g\nallreduce_s = %.17g\nwave_bytes_default = %.17g\n"
+            "wave_bytes_local = %.17g\nunit_shard = ",
             p->rate, p->allreduce_s, p->wave_bytes[0], p->wave_bytes[1]);
     for (int u = 0; u < p->nunits; u++)
         fprintf(f, "%s%d", u ? "," : "", p->nshards ? p->unit_shard[u] : 0);
@@ -34,20 +35,23 @@ int hp_planfile_write(FILE *f, const struct hp_plan *p, const struct hp_cluster 
     for (int n = 0; n < cl->nnodes; n++) {
         fprintf(f, "\n[node.%d]\nname = %s\ngpus = ", n, cl->nodes[n].name);
         for (int i = 0; i < cl->nodes[n].ngpus; i++)
-            fprintf(f, "%s%s", i ? "," : "", db->types[cl->gpus[cl->nodes[n].first_gpu + i].type].name);
+            fprintf(f, "%s%s", i ? "," : "",
+                    db->types[cl->gpus[cl->nodes[n].first_gpu + i].type].name);
         fprintf(f, "\n");
     }
     for (int v = 0; v < p->nvws; v++) {
         const struct hp_vw_plan *vw = &p->vws[v];
-        fprintf(f, "\n[vw.%d]\nnm = %d\nstages = %d\nrate = %.17g\nbottleneck_s = %.17g\n"
-                   "round_s = %.17g\n",
+        fprintf(f,
+                "\n[vw.%d]\nnm = %d\nstages = %d\nrate = %.17g\nbottleneck_s = %.17g\n"
+                "round_s = %.17g\n",
                 v, vw->nm, vw->nstages, vw->rate, vw->bottleneck_s, vw->round_s);
         for (int s = 0; s < vw->nstages; s++) {
             const struct hp_stage_plan *st = &vw->stages[s];
             const struct hp_gpu *g = &cl->gpus[st->gpu];
-            fprintf(f, "\n[vw.%d.stage.%d]\nrank = %d\nnode = %d\ndevice = %d\ntype = %s\n"
-                       "first_unit = %d\nend_unit = %d\nin_flight = %d\ncompute_s = %.17g\n"
-                       "transfer_s = %.17g\nmemory = %.17g\ncapacity = %.17g\n",
+            fprintf(f,
+                    "\n[vw.%d.stage.%d]\nrank = %d\nnode = %d\ndevice = %d\ntype = %s\n"
+                    "first_unit = %d\nend_unit = %d\nin_flight = %d\ncompute_s = %.17g\n"
+                    "transfer_s = %.17g\nmemory = %.17g\ncapacity = %.17g\n",
                     v, s, rank++, g->node, g->index, db->types[g->type].name, st->u0, st->u1,
                     st->in_flight, st->compute_s, st->transfer_s, st->memory, st->capacity);
         }
@@ -87,25 +91,43 @@ int hp_planfile_save(const char *path, const struct hp_plan *p, const struct hp_
     return rc;
 }
 
-static const char *const plan_keys[] = {
-    "version", "model", "cluster", "batch", "staleness", "policy", "grouping", "placement",
-    "nm_max", "nm_fixed", "seed", "token", "units", "vws", "shards", "ranks", "rate",
-    "allreduce_s", "wave_bytes_default", "wave_bytes_local", "unit_shard", NULL};
+static const char *const plan_keys[] = {"version",
+                                        "model",
+                                        "cluster",
+                                        "batch",
+                                        "staleness",
+                                        "policy",
+                                        "grouping",
+                                        "placement",
+                                        "nm_max",
+                                        "nm_fixed",
+                                        "seed",
+                                        "token",
+                                        "units",
+                                        "vws",
+                                        "shards",
+                                        "ranks",
+                                        "rate",
+                                        "allreduce_s",
+                                        "wave_bytes_default",
+                                        "wave_bytes_local",
+                                        "unit_shard",
+                                        NULL};
 static const char *const node_keys[] = {"name", "gpus", NULL};
 static const char *const vw_keys[] = {"nm", "stages", "rate", "bottleneck_s", "round_s", NULL};
-static const char *const stage_keys[] = {"rank", "node", "device", "type", "first_unit",
-                                         "end_unit", "in_flight", "compute_s", "transfer_s",
-                                         "memory", "capacity", NULL};
+static const char *const stage_keys[] = {"rank",       "node",     "device",    "type",
+                                         "first_unit", "end_unit", "in_flight", "compute_s",
+                                         "transfer_s", "memory",   "capacity",  NULL};
 static const char *const ps_keys[] = {"rank", "node", NULL};
 
-#define BAD(...)                                                                               \
-    do {                                                                                       \
-        hp_error(__VA_ARGS__);                                                                 \
-        goto bad;                                                                              \
+#define BAD(...)                                                                                   \
+    do {                                                                                           \
+        hp_error(__VA_ARGS__);                                                                     \
+        goto bad;                                                                                  \
     } while (0)
 
-static int get_int(const struct hp_ini *ini, const char *sec, const char *key, long min,
-                   long max, int *out)
+static int get_int(const struct hp_ini *ini, const char *sec, const char *key, long min, long max,
+                   int *out)
 {
     long v;
 
@@ -185,8 +207,7 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
         get_dbl(ini, "plan", "wave_bytes_local", &p->wave_bytes[1]))
         goto bad;
     p->opts.seed = (uint64_t)seed;
-    if (hp_ini_get_str(ini, "plan", "policy", 1, NULL, &v) ||
-        hp_policy_parse(v, &p->opts.policy))
+    if (hp_ini_get_str(ini, "plan", "policy", 1, NULL, &v) || hp_policy_parse(v, &p->opts.policy))
         BAD("%s: [plan]: key 'policy': expected np, ed, hd, auto or dp", path);
     if (hp_ini_get_str(ini, "plan", "grouping", 1, NULL, &v) || hp_policy_parse(v, &p->grouping))
         BAD("%s: [plan]: key 'grouping': expected np, ed, hd, auto or dp", path);
@@ -218,8 +239,7 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
     }
     for (int n = 0; n < cl->nnodes; n++) {
         snprintf(sec, sizeof(sec), "node.%d", n);
-        if (hp_ini_check_keys(ini, sec, node_keys) ||
-            hp_ini_get_str(ini, sec, "name", 1, NULL, &v))
+        if (hp_ini_check_keys(ini, sec, node_keys) || hp_ini_get_str(ini, sec, "name", 1, NULL, &v))
             goto bad;
         snprintf(cl->nodes[n].name, sizeof(cl->nodes[n].name), "%s", v);
         if (hp_ini_get_str(ini, sec, "gpus", 1, NULL, &v))
@@ -258,8 +278,8 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
         for (int u = 0; u < k; u++) {
             long x;
             if (hp_parse_long(items[u], 0, p->nshards ? p->nshards - 1 : 0, &x))
-                BAD("%s: [plan]: key 'unit_shard': entry %d ('%s') is not a shard 0..%d", path,
-                    u, items[u], p->nshards ? p->nshards - 1 : 0);
+                BAD("%s: [plan]: key 'unit_shard': entry %d ('%s') is not a shard 0..%d", path, u,
+                    items[u], p->nshards ? p->nshards - 1 : 0);
             p->unit_shard[u] = (int)x;
         }
     }

@@ -24,7 +24,7 @@ void hp_profile_signature(const struct hp_unit *u, char *buf, size_t n)
 
     for (int i = 0; i < u->nops; i++) {
         const struct hp_op *op = &u->ops[i];
-        const int f[9] = {(int)op->type, op->in[0], op->in[1], op->filters, op->kernel,
+        const int f[9] = {(int)op->type, op->in[0], op->in[1], op->filters,        op->kernel,
                           op->stride,    op->pad,   op->bias,  (int)(op->p * 1e6f)};
         h = fnv(h, f, sizeof(f));
     }
@@ -61,8 +61,7 @@ int hp_profile_apply(const char *path, struct hp_cost *c, int *applied)
     for (int i = 0; i < hp_ini_nsections(ini); i++) {
         const char *sec = hp_ini_section(ini, i);
         if (strcmp(sec, "profile") != 0 && strncmp(sec, "unit.", 5) != 0) {
-            hp_error("%s: unknown section [%s] (allowed: [profile], [unit.SIGNATURE])", path,
-                     sec);
+            hp_error("%s: unknown section [%s] (allowed: [profile], [unit.SIGNATURE])", path, sec);
             goto out;
         }
         if (strncmp(sec, "unit.", 5) == 0 && hp_ini_check_keys(ini, sec, unit_keys))

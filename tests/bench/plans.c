@@ -69,8 +69,9 @@ int main(void)
             return 1;
         const int ok16 = plan(&c, &paper, HP_POLICY_DP, HP_PLACEMENT_DEFAULT, &dp16) == 0;
         const int ok12 = plan(&c, &twelve, HP_POLICY_DP, HP_PLACEMENT_DEFAULT, &dp12) == 0;
-        printf("\n%s, minibatch 32, paper.ini (16 GPUs: 4 titanv, 4 titanrtx, 4 rtx2060, 4 p4000)\n",
-               m->name);
+        printf(
+            "\n%s, minibatch 32, paper.ini (16 GPUs: 4 titanv, 4 titanrtx, 4 rtx2060, 4 p4000)\n",
+            m->name);
         if (ok16)
             printf("  dp on 16: %d GPUs hold the model, %.1f images/s (allreduce %.1f ms)\n",
                    dp16.nvws, dp16.rate, 1e3 * dp16.allreduce_s);
@@ -92,9 +93,10 @@ int main(void)
                     snprintf(nm + strlen(nm), sizeof(nm) - strlen(nm), "%s%d", v ? "," : "",
                              p.vws[v].nm);
                 printf("  %-6s %-9s %-14s %10.1f %12.2f %12.2f %14.1f\n",
-                       hp_policy_name((enum hp_policy)pol), hp_placement_name((enum hp_placement)pl),
-                       nm, p.rate, ok16 ? p.rate / dp16.rate : 0.0,
-                       ok12 ? p.rate / dp12.rate : 0.0, p.wave_bytes[pl] / 1e6);
+                       hp_policy_name((enum hp_policy)pol),
+                       hp_placement_name((enum hp_placement)pl), nm, p.rate,
+                       ok16 ? p.rate / dp16.rate : 0.0, ok12 ? p.rate / dp12.rate : 0.0,
+                       p.wave_bytes[pl] / 1e6);
                 hp_plan_release(&p);
             }
         }

@@ -126,6 +126,30 @@ START_TEST(ini_missing_and_broken_files)
 }
 END_TEST
 
+START_TEST(ini_refuses_what_iniparser_hides)
+{
+    struct hp_ini *ini = NULL;
+    const char *err, *p;
+
+    p = test_write_file("d1.ini", "[a]\nx = 1\ny = 2\nX = 3\n");
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_load(p, &ini), -HP_ECONFIG);
+    err = test_capture_end();
+    ck_assert_ptr_nonnull(strstr(err, "line 4: [a]: key 'x' appears again (first at line 2)"));
+    p = test_write_file("d2.ini", "x = 1\n[a]\ny = 2\n");
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_load(p, &ini), -HP_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(test_capture_end(), "key 'x' before any [section]"));
+    p = test_write_file("d3.ini", "[a]\nx = 1\n[b]\nx = 1\n[ A ]\n");
+    test_capture_begin();
+    ck_assert_int_eq(hp_ini_load(p, &ini), -HP_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(test_capture_end(), "section [a] appears again"));
+    p = test_write_file("d4.ini", "; comment = not a key\n[a]\nx = 1\n[b]\nx = 2\n");
+    ck_assert_int_eq(hp_ini_load(p, &ini), 0);
+    hp_ini_destroy(ini);
+}
+END_TEST
+
 Suite *suite_common(void)
 {
     Suite *s = suite_create("common");
@@ -136,6 +160,7 @@ Suite *suite_common(void)
     tcase_add_test(t, ini_unknown_key_named);
     tcase_add_test(t, ini_numbers_and_ranges);
     tcase_add_test(t, ini_missing_and_broken_files);
+    tcase_add_test(t, ini_refuses_what_iniparser_hides);
     suite_add_tcase(s, t);
     return s;
 }

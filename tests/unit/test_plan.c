@@ -83,8 +83,8 @@ START_TEST(auto_beats_fixed_policies)
         double a = plan_rate(&s, HP_POLICY_AUTO, &ok);
         if (any) {
             ck_assert_msg(ok, "%s/%s: auto found no plan", cluster, models[mi]);
-            ck_assert_msg(a >= best * (1.0 - 1e-12), "%s/%s: auto %.3f < best fixed %.3f",
-                          cluster, models[mi], a, best);
+            ck_assert_msg(a >= best * (1.0 - 1e-12), "%s/%s: auto %.3f < best fixed %.3f", cluster,
+                          models[mi], a, best);
         }
         teardown(&s);
     }
@@ -182,8 +182,11 @@ START_TEST(planfile_round_trip)
     snprintf(path1, sizeof(path1), "%s", test_write_file("p1.ini", ""));
     snprintf(path2, sizeof(path2), "%s", test_write_file("p2.ini", ""));
     for (int pol = HP_POLICY_NP; pol <= HP_POLICY_DP; pol++) {
-        struct hp_plan_opts o = {.policy = (enum hp_policy)pol, .placement = HP_PLACEMENT_LOCAL,
-                                 .batch = 32, .staleness = 2, .seed = 7};
+        struct hp_plan_opts o = {.policy = (enum hp_policy)pol,
+                                 .placement = HP_PLACEMENT_LOCAL,
+                                 .batch = 32,
+                                 .staleness = 2,
+                                 .seed = 7};
         struct hp_plan p, q;
         struct hp_cluster cl2;
 
@@ -224,13 +227,13 @@ static const struct bad_edit edits[] = {
     {"first_unit = 0", "first_unit = 1", "must start at unit 0"},
     {"vws = 4", "vws = 5", "no [vw.4]"},
     {"ranks = 20", "ranks = 21", "rank 20 of 21 has no role"},
-    {"[vw.1.stage.0]\nrank = 4\nnode = 1\ndevice = 0", "[vw.1.stage.0]\nrank = 4\nnode = 1\ndevice = 7",
-     "device 7"},
+    {"[vw.1.stage.0]\nrank = 4\nnode = 1\ndevice = 0",
+     "[vw.1.stage.0]\nrank = 4\nnode = 1\ndevice = 7", "device 7"},
     {"token = 0123456789abcdef0123456789abcdef", "token = xyz", "32 lower-case hex"},
     {"batch = 32", "batch = 32x", "'32x' is not an integer"},
     {"[ps.0]", "[bogus]\nx = 1\n\n[ps.0]", "unknown or surplus section [bogus]"},
-    {"[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 1", "[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 0",
-     "GPU 0 of node 'node1' is used twice"},
+    {"[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 1",
+     "[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 0", "GPU 0 of node 'node1' is used twice"},
     {"[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 1\ntype = titanv",
      "[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 1\ntype = p4000", "type 'p4000', but GPU 1"},
 };
@@ -251,8 +254,8 @@ static char *replace(const char *s, const char *from, const char *to)
 START_TEST(planfile_rejects_inconsistent)
 {
     struct setup s;
-    struct hp_plan_opts o = {.policy = HP_POLICY_NP, .placement = HP_PLACEMENT_DEFAULT,
-                             .batch = 32};
+    struct hp_plan_opts o = {
+        .policy = HP_POLICY_NP, .placement = HP_PLACEMENT_DEFAULT, .batch = 32};
     struct hp_plan p, q;
     struct hp_cluster cl2;
     char path[512], tok[33];
@@ -260,7 +263,8 @@ START_TEST(planfile_rejects_inconsistent)
     setup(&s, "paper", "vgg19", 32);
     ck_assert_int_eq(hp_plan_compute(&s.cost, &s.cl, &o, &p), 0);
     snprintf(path, sizeof(path), "%s", test_write_file("good.ini", ""));
-    ck_assert_int_eq(hp_planfile_save(path, &p, &s.cl, &s.db, "0123456789abcdef0123456789abcdef"), 0);
+    ck_assert_int_eq(hp_planfile_save(path, &p, &s.cl, &s.db, "0123456789abcdef0123456789abcdef"),
+                     0);
     char *good = slurp(path);
     const struct bad_edit *e = &edits[_i];
     char *bad = replace(good, e->from, e->to);
