@@ -382,8 +382,6 @@ bad:
         free(cl->gpus);
         cl->nodes = NULL;
         cl->gpus = NULL;
-        if (rc == -HP_ECONFIG)
-            hp_error("%s: invalid plan file", path);
     }
     return rc;
 }
