@@ -364,33 +364,46 @@ static int plan_dp(const struct hp_cost *c, const struct hp_cluster *cl, struct 
     return rc;
 }
 
+/* The shard of unit u under a placement: default round-robin over the nodes; local the node
+ * that runs u in VW 0 (with ed, every VW runs a stage on the same node). */
+static int unit_shard(const struct hp_cluster *cl, const struct hp_vw_plan *vw0,
+                      enum hp_placement placement, int u)
+{
+    if (placement == HP_PLACEMENT_LOCAL)
+        for (int s = 0; s < vw0->nstages; s++)
+            if (u >= vw0->stages[s].u0 && u < vw0->stages[s].u1)
+                return cl->gpus[vw0->stages[s].gpu].node;
+    return u % cl->nnodes;
+}
+
+/* Bytes of a VW's wave synchronisation that cross the network: its units held on another
+ * node's shard, pushed and pulled. */
+static double offnode_bytes(const struct hp_cost *c, const struct hp_cluster *cl,
+                            const struct hp_vw_plan *vw0, enum hp_placement placement,
+                            const struct hp_vw_plan *vw)
+{
+    double bytes = 0.0;
+
+    for (int s = 0; s < vw->nstages; s++) {
+        const struct hp_stage_plan *st = &vw->stages[s];
+        for (int u = st->u0; u < st->u1; u++)
+            if (unit_shard(cl, vw0, placement, u) != cl->gpus[st->gpu].node)
+                bytes += 2.0 * (double)c->model->units[u].cost.param_bytes;
+    }
+    return bytes;
+}
+
 static void place(const struct hp_cost *c, const struct hp_cluster *cl, struct hp_plan *p)
 {
-    double bytes[2] = {0.0, 0.0};
-    int *local = calloc((size_t)c->nunits, sizeof(int));
-
     p->nshards = cl->nnodes;
-    if (local && p->nvws > 0)
-        for (int s = 0; s < p->vws[0].nstages; s++)
-            for (int u = p->vws[0].stages[s].u0; u < p->vws[0].stages[s].u1; u++)
-                local[u] = cl->gpus[p->vws[0].stages[s].gpu].node;
-    for (int pl = 0; pl < 2; pl++) {
+    for (int pl = HP_PLACEMENT_DEFAULT; pl <= HP_PLACEMENT_LOCAL; pl++) {
+        p->wave_bytes[pl] = 0.0;
         for (int v = 0; v < p->nvws; v++)
-            for (int s = 0; s < p->vws[v].nstages; s++) {
-                const struct hp_stage_plan *st = &p->vws[v].stages[s];
-                for (int u = st->u0; u < st->u1; u++) {
-                    const int shard = pl == HP_PLACEMENT_LOCAL && local ? local[u] : u % cl->nnodes;
-                    if (shard != cl->gpus[st->gpu].node)
-                        bytes[pl] += 2.0 * (double)c->model->units[u].cost.param_bytes;
-                }
-            }
+            p->wave_bytes[pl] +=
+                offnode_bytes(c, cl, &p->vws[0], (enum hp_placement)pl, &p->vws[v]);
     }
     for (int u = 0; u < c->nunits; u++)
-        p->unit_shard[u] =
-            p->opts.placement == HP_PLACEMENT_LOCAL && local ? local[u] : u % cl->nnodes;
-    p->wave_bytes[0] = bytes[0];
-    p->wave_bytes[1] = bytes[1];
-    free(local);
+        p->unit_shard[u] = unit_shard(cl, &p->vws[0], p->opts.placement, u);
 }
 
 /* Charge each VW the parameter synchronisation of a wave under `placement`: the bytes of its
@@ -403,19 +416,7 @@ static double charge_sync(const struct hp_cost *c, const struct hp_cluster *cl,
     double slowest = DBL_MAX;
 
     for (int v = 0; v < n; v++) {
-        double bytes = 0.0;
-        for (int s = 0; s < vws[v].nstages; s++) {
-            const struct hp_stage_plan *st = &vws[v].stages[s];
-            for (int u = st->u0; u < st->u1; u++) {
-                int shard = u % cl->nnodes;
-                if (placement == HP_PLACEMENT_LOCAL)
-                    for (int s0 = 0; s0 < vws[0].nstages; s0++)
-                        if (u >= vws[0].stages[s0].u0 && u < vws[0].stages[s0].u1)
-                            shard = cl->gpus[vws[0].stages[s0].gpu].node;
-                if (shard != cl->gpus[st->gpu].node)
-                    bytes += 2.0 * (double)c->model->units[u].cost.param_bytes;
-            }
-        }
+        const double bytes = offnode_bytes(c, cl, &vws[0], placement, &vws[v]);
         const double net_s = bytes / (cl->inter_node_gbs * 1e9);
         if (net_s > 0.0) {
             const double wave_rate = (double)vws[v].nm * c->batch / net_s;

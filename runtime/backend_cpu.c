@@ -431,6 +431,25 @@ static int pool2x2(const struct hp_pool_desc *d)
     return d->kernel == 2 && d->stride == 2 && d->pad == 0 && d->h % 2 == 0 && d->w % 2 == 0;
 }
 
+/* Index into the plane xp of the first maximum (row-major) of output cell (p, q)'s window,
+ * padding ignored; -1 if the window lies wholly in the padding. */
+static int window_argmax(const struct hp_pool_desc *d, const float *xp, int p, int q)
+{
+    int best = -1;
+
+    for (int i = 0; i < d->kernel; i++) {
+        const int hh = p * d->stride - d->pad + i;
+        if (hh < 0 || hh >= d->h)
+            continue;
+        for (int j = 0; j < d->kernel; j++) {
+            const int ww = q * d->stride - d->pad + j;
+            if (ww >= 0 && ww < d->w && (best < 0 || xp[hh * d->w + ww] > xp[best]))
+                best = hh * d->w + ww;
+        }
+    }
+    return best;
+}
+
 static int cpu_maxpool_forward(struct hp_backend *be, const struct hp_pool_desc *d, const float *x,
                                float *y)
 {
@@ -452,22 +471,11 @@ static int cpu_maxpool_forward(struct hp_backend *be, const struct hp_pool_desc 
     for (int nc = 0; nc < d->n * d->c; nc++) {
         const float *xp = x + (size_t)nc * d->h * d->w;
         float *yp = y + (size_t)nc * d->p * d->q;
-        for (int p = 0; p < d->p; p++) {
+        for (int p = 0; p < d->p; p++)
             for (int q = 0; q < d->q; q++) {
-                float m = -FLT_MAX;
-                for (int i = 0; i < d->kernel; i++) {
-                    const int hh = p * d->stride - d->pad + i;
-                    if (hh < 0 || hh >= d->h)
-                        continue;
-                    for (int j = 0; j < d->kernel; j++) {
-                        const int ww = q * d->stride - d->pad + j;
-                        if (ww >= 0 && ww < d->w && xp[hh * d->w + ww] > m)
-                            m = xp[hh * d->w + ww];
-                    }
-                }
-                yp[p * d->q + q] = m;
+                const int at = window_argmax(d, xp, p, q);
+                yp[p * d->q + q] = at < 0 ? -FLT_MAX : xp[at];
             }
-        }
     }
     return 0;
 }
@@ -508,21 +516,7 @@ static int cpu_maxpool_backward(struct hp_backend *be, const struct hp_pool_desc
         const float *dyp = dy + (size_t)nc * d->p * d->q;
         for (int p = 0; p < d->p; p++) {
             for (int q = 0; q < d->q; q++) {
-                /* the first maximum of the window, in row-major order */
-                int best = -1;
-                float m = -FLT_MAX;
-                for (int i = 0; i < d->kernel; i++) {
-                    const int hh = p * d->stride - d->pad + i;
-                    if (hh < 0 || hh >= d->h)
-                        continue;
-                    for (int j = 0; j < d->kernel; j++) {
-                        const int ww = q * d->stride - d->pad + j;
-                        if (ww >= 0 && ww < d->w && (best < 0 || xp[hh * d->w + ww] > m)) {
-                            m = xp[hh * d->w + ww];
-                            best = hh * d->w + ww;
-                        }
-                    }
-                }
+                const int best = window_argmax(d, xp, p, q);
                 if (best >= 0)
                     dxp[best] += dyp[p * d->q + q];
             }
