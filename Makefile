@@ -49,19 +49,21 @@ endif
 
 OPENBLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 OPENBLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+UCX_CFLAGS      := $(shell pkg-config --cflags ucx 2>/dev/null)
+UCX_LIBS        := $(or $(shell pkg-config --libs ucx 2>/dev/null),-lucp -lucs)
 CHECK_CFLAGS    := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS      := $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lm -lrt -lpthread)
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 HP_CFLAGS := -std=c11 -D_GNU_SOURCE -O3 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
-             -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) -DHP_HAVE_CUDA=$(HAVE_CUDA) \
+             -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) -DHP_HAVE_CUDA=$(HAVE_CUDA) \
              -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
 HP_LDFLAGS := $(SANFLAGS)
-HP_LIBS    := $(OPENBLAS_LIBS) -liniparser -lz -lm -lpthread
+HP_LIBS    := $(OPENBLAS_LIBS) $(UCX_LIBS) -liniparser -lz -lm -lpthread
 
 COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c
 RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
-                runtime/net.c runtime/data.c runtime/train.c \
+                runtime/net.c runtime/data.c runtime/train.c runtime/comm.c \
                 launcher/cost.c launcher/partition.c launcher/plan.c launcher/planfile.c launcher/cluster.c \
                 launcher/profile.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)

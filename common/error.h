@@ -21,7 +21,9 @@
     X(SHAPE, "tensor shapes do not match")                                                         \
     X(IO, "input/output error")                                                                    \
     X(RANGE, "value out of range")                                                                 \
-    X(NOTFOUND, "not found")
+    X(NOTFOUND, "not found")                                                                       \
+    X(TIMEOUT, "timed out")                                                                        \
+    X(PROTOCOL, "invalid message")
 
 enum hp_errno {
     HP_EBASE = 10000,

@@ -5,7 +5,7 @@
 set -eu
 
 PKGS="build-essential pkg-config libopenblas-dev libiniparser-dev check zlib1g-dev
-dataset-fashion-mnist bats clang-format"
+dataset-fashion-mnist bats clang-format libucx-dev ucx-utils"
 
 missing=""
 for p in $PKGS; do

@@ -12,5 +12,6 @@ Suite *suite_train(void);
 Suite *suite_cluster(void);
 Suite *suite_partition(void);
 Suite *suite_plan(void);
+Suite *suite_comm(void);
 
 #endif

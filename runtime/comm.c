@@ -1,0 +1,477 @@
+/* comm.c - framed messages over the UCP tag API. All UCX calls of hetpipe live here. */
+#include "comm.h"
+
+#include "error.h"
+#include "log.h"
+
+#include <inttypes.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <ucp/api/ucp.h>
+
+#define HDR_BYTES sizeof(struct hp_msg_header)
+#define TAG_MASK_ALL UINT64_MAX
+#define TAG_MASK_TYPE UINT64_C(0xffffffff)
+#define CLOSE_TIMEOUT_MS 1000
+
+struct peer {
+    ucp_ep_h ep;          /* NULL until connected, and again after a failure */
+    ucs_status_t failure; /* set by the error handler (UCS_OK while healthy) */
+};
+
+struct hp_comm {
+    int rank;
+    int nranks;
+    uint8_t token[HP_MSG_TOKEN_LEN];
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_address_t *address;
+    size_t address_len;
+    struct peer *peers; /* [nranks] */
+    uint8_t *sbuf;      /* send staging: header + payload */
+    size_t sbuf_cap;
+    uint8_t *rbuf; /* receive staging: header + payload */
+    size_t rbuf_cap;
+};
+
+static int from_ucs(ucs_status_t status)
+{
+    switch (status) {
+    case UCS_OK:
+        return 0;
+    case UCS_ERR_NO_MEMORY:
+        return -HP_ENOMEM;
+    case UCS_ERR_TIMED_OUT:
+        return -HP_ETIMEOUT;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+        return -HP_EPROTOCOL;
+    case UCS_ERR_INVALID_PARAM:
+        return -HP_EINVAL;
+    default:
+        return -HP_EIO;
+    }
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t deadline_of(int timeout_ms)
+{
+    return timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+}
+
+/* Progress the worker once; yield the CPU when nothing happened (ranks share cores). */
+static void progress(struct hp_comm *comm)
+{
+    if (ucp_worker_progress(comm->worker) == 0)
+        sched_yield();
+}
+
+/* Wait for a request until the deadline. UCS_INPROGRESS means the deadline passed. */
+static ucs_status_t wait_request(struct hp_comm *comm, void *req, int64_t deadline)
+{
+    ucs_status_t status;
+
+    while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+        if (now_ms() >= deadline)
+            return UCS_INPROGRESS;
+        progress(comm);
+    }
+    return status;
+}
+
+static int grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    uint8_t *p;
+
+    if (need <= *cap)
+        return 0;
+    p = realloc(*buf, need);
+    if (p == NULL) {
+        hp_error("cannot grow the message buffer to %zu bytes: out of memory", need);
+        return -HP_ENOMEM;
+    }
+    *buf = p;
+    *cap = need;
+    return 0;
+}
+
+static int valid_index(int64_t v)
+{
+    return v >= -1;
+}
+
+int hp_msg_header_check(const struct hp_msg_header *h, const uint8_t token[HP_MSG_TOKEN_LEN],
+                        int nranks, size_t max_payload)
+{
+    if (h->magic != HP_MSG_MAGIC) {
+        hp_error("invalid message: magic 0x%08" PRIx32 " is not 0x%08x", h->magic, HP_MSG_MAGIC);
+        return -HP_EPROTOCOL;
+    }
+    if (h->version != HP_MSG_VERSION) {
+        hp_error("invalid message: version %u is not %d", (unsigned)h->version, HP_MSG_VERSION);
+        return -HP_EPROTOCOL;
+    }
+    if (h->type < HP_MSG_ACTIVATION || h->type > HP_MSG_CONTROL) {
+        hp_error("invalid message: type %u is unknown", (unsigned)h->type);
+        return -HP_EPROTOCOL;
+    }
+    if (memcmp(h->token, token, HP_MSG_TOKEN_LEN) != 0) {
+        hp_error("invalid message: token from rank %" PRId32 " is not this job's token", h->src);
+        return -HP_EPROTOCOL;
+    }
+    if (h->src < 0 || h->src >= nranks) {
+        hp_error("invalid message: src rank %" PRId32 " is out of range [0, %d)", h->src, nranks);
+        return -HP_EPROTOCOL;
+    }
+    if (!valid_index(h->vw) || !valid_index(h->stage)) {
+        hp_error("invalid message: %s %" PRId32 " is negative", valid_index(h->vw) ? "stage" : "vw",
+                 valid_index(h->vw) ? h->stage : h->vw);
+        return -HP_EPROTOCOL;
+    }
+    if (!valid_index(h->minibatch) || !valid_index(h->clock)) {
+        hp_error("invalid message: %s %" PRId64 " is negative",
+                 valid_index(h->minibatch) ? "clock" : "minibatch",
+                 valid_index(h->minibatch) ? h->clock : h->minibatch);
+        return -HP_EPROTOCOL;
+    }
+    if (h->reserved != 0) {
+        hp_error("invalid message: reserved field 0x%08" PRIx32 " is not 0", h->reserved);
+        return -HP_EPROTOCOL;
+    }
+    if (h->payload_bytes > max_payload) {
+        hp_error("invalid message: payload bytes %" PRIu64 " exceed the limit %zu",
+                 h->payload_bytes, max_payload);
+        return -HP_EPROTOCOL;
+    }
+    return 0;
+}
+
+int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
+                   struct hp_comm **out)
+{
+    ucp_params_t params = {0};
+    ucp_worker_params_t wparams = {0};
+    struct hp_comm *comm;
+    ucs_status_t status;
+    int ret;
+
+    if (nranks < 1 || rank < 0 || rank >= nranks) {
+        hp_error("cannot create the transport: rank %d of %d is out of range", rank, nranks);
+        return -HP_EINVAL;
+    }
+    comm = calloc(1, sizeof(*comm));
+    if (comm == NULL) {
+        hp_error("cannot create the transport: out of memory");
+        return -HP_ENOMEM;
+    }
+    comm->rank = rank;
+    comm->nranks = nranks;
+    memcpy(comm->token, token, HP_MSG_TOKEN_LEN);
+    comm->peers = calloc((size_t)nranks, sizeof(*comm->peers));
+    comm->sbuf_cap = comm->rbuf_cap = 64 * 1024;
+    comm->sbuf = malloc(comm->sbuf_cap);
+    comm->rbuf = malloc(comm->rbuf_cap);
+    if (comm->peers == NULL || comm->sbuf == NULL || comm->rbuf == NULL) {
+        hp_error("cannot create the transport: out of memory");
+        ret = -HP_ENOMEM;
+        goto err_free;
+    }
+
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    status = ucp_init(&params, NULL, &comm->context);
+    if (status != UCS_OK) {
+        hp_error("cannot create the transport: ucp_init: %s", ucs_status_string(status));
+        ret = from_ucs(status);
+        goto err_free;
+    }
+
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+    status = ucp_worker_create(comm->context, &wparams, &comm->worker);
+    if (status != UCS_OK) {
+        hp_error("cannot create the transport: ucp_worker_create: %s", ucs_status_string(status));
+        ret = from_ucs(status);
+        goto err_cleanup_context;
+    }
+
+    status = ucp_worker_get_address(comm->worker, &comm->address, &comm->address_len);
+    if (status != UCS_OK) {
+        hp_error("cannot get the worker address: %s", ucs_status_string(status));
+        ret = from_ucs(status);
+        goto err_destroy_worker;
+    }
+    *out = comm;
+    return 0;
+
+err_destroy_worker:
+    ucp_worker_destroy(comm->worker);
+err_cleanup_context:
+    ucp_cleanup(comm->context);
+err_free:
+    free(comm->rbuf);
+    free(comm->sbuf);
+    free(comm->peers);
+    free(comm);
+    return ret;
+}
+
+int hp_comm_address(struct hp_comm *comm, const void **addr, size_t *len)
+{
+    *addr = comm->address;
+    *len = comm->address_len;
+    return 0;
+}
+
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct peer *p = arg;
+
+    p->failure = status;
+}
+
+int hp_comm_connect(struct hp_comm *comm, int peer, const void *addr, size_t len)
+{
+    ucp_ep_params_t params = {0};
+    struct peer *p;
+    ucs_status_t status;
+
+    if (peer < 0 || peer >= comm->nranks || addr == NULL || len == 0) {
+        hp_error("cannot connect to rank %d: invalid rank or address", peer);
+        return -HP_EINVAL;
+    }
+    p = &comm->peers[peer];
+    if (p->ep != NULL) {
+        hp_error("cannot connect to rank %d: already connected", peer);
+        return -HP_EINVAL;
+    }
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = addr;
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = ep_error;
+    params.err_handler.arg = p;
+    p->failure = UCS_OK;
+    status = ucp_ep_create(comm->worker, &params, &p->ep);
+    if (status != UCS_OK) {
+        hp_error("cannot connect to rank %d: %s", peer, ucs_status_string(status));
+        p->ep = NULL;
+        return from_ucs(status);
+    }
+    return 0;
+}
+
+/* Close an endpoint now, dropping what is unsent; waits for the (local) completion. */
+static void close_force(struct hp_comm *comm, struct peer *p)
+{
+    ucp_request_param_t param = {0};
+    void *req;
+
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    req = ucp_ep_close_nbx(p->ep, &param);
+    if (UCS_PTR_IS_PTR(req)) {
+        wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS));
+        ucp_request_free(req);
+    }
+    p->ep = NULL;
+}
+
+int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, const void *payload,
+                 int timeout_ms)
+{
+    ucp_request_param_t param = {0};
+    struct hp_msg_header *hdr;
+    struct peer *p;
+    ucs_status_t status;
+    ucp_tag_t tag;
+    size_t bytes;
+    void *req;
+    int ret;
+
+    if (peer < 0 || peer >= comm->nranks || h->type < HP_MSG_ACTIVATION ||
+        h->type > HP_MSG_CONTROL || (payload == NULL && h->payload_bytes > 0) ||
+        h->payload_bytes > SIZE_MAX - HDR_BYTES) {
+        hp_error("cannot send to rank %d: invalid rank, type %u or payload", peer,
+                 (unsigned)h->type);
+        return -HP_EINVAL;
+    }
+    p = &comm->peers[peer];
+    if (p->ep == NULL || p->failure != UCS_OK) {
+        hp_error("cannot send to rank %d: %s", peer,
+                 p->ep == NULL ? "not connected" : ucs_status_string(p->failure));
+        if (p->ep != NULL)
+            close_force(comm, p);
+        return -HP_EIO;
+    }
+    bytes = HDR_BYTES + (size_t)h->payload_bytes;
+    ret = grow(&comm->sbuf, &comm->sbuf_cap, bytes);
+    if (ret < 0)
+        return ret;
+    hdr = (struct hp_msg_header *)comm->sbuf;
+    *hdr = *h;
+    hdr->magic = HP_MSG_MAGIC;
+    hdr->version = HP_MSG_VERSION;
+    memcpy(hdr->token, comm->token, HP_MSG_TOKEN_LEN);
+    hdr->src = comm->rank;
+    hdr->reserved = 0;
+    if (h->payload_bytes > 0)
+        memcpy(comm->sbuf + HDR_BYTES, payload, (size_t)h->payload_bytes);
+
+    tag = (ucp_tag_t)comm->rank << 32 | h->type;
+    req = ucp_tag_send_nbx(p->ep, comm->sbuf, bytes, tag, &param);
+    if (req == NULL)
+        return 0;
+    if (UCS_PTR_IS_ERR(req)) {
+        status = UCS_PTR_STATUS(req);
+        hp_error("cannot send %zu bytes to rank %d: %s", bytes, peer, ucs_status_string(status));
+        close_force(comm, p);
+        return from_ucs(status);
+    }
+    status = wait_request(comm, req, deadline_of(timeout_ms));
+    if (status == UCS_INPROGRESS) {
+        /* A tag send cannot be cancelled: closing the endpoint completes it (with an error)
+         * and releases the staging buffer. */
+        hp_error("cannot send %zu bytes to rank %d: timed out after %d ms", bytes, peer,
+                 timeout_ms);
+        close_force(comm, p);
+        ucp_request_free(req);
+        return -HP_ETIMEOUT;
+    }
+    ucp_request_free(req);
+    if (status != UCS_OK) {
+        hp_error("cannot send %zu bytes to rank %d: %s", bytes, peer, ucs_status_string(status));
+        close_force(comm, p);
+        return from_ucs(status);
+    }
+    return 0;
+}
+
+int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header *h, void *payload,
+                 size_t cap, int timeout_ms)
+{
+    ucp_request_param_t param = {0};
+    const struct hp_msg_header *hdr;
+    ucp_tag_recv_info_t info = {0};
+    ucs_status_t status;
+    ucp_tag_t tag, mask;
+    void *req;
+    int ret;
+
+    if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks || type < HP_MSG_ACTIVATION ||
+        type > HP_MSG_CONTROL || (payload == NULL && cap > 0) || cap > SIZE_MAX - HDR_BYTES) {
+        hp_error("cannot receive from rank %d: invalid rank, type %d or buffer", peer, type);
+        return -HP_EINVAL;
+    }
+    ret = grow(&comm->rbuf, &comm->rbuf_cap, HDR_BYTES + cap);
+    if (ret < 0)
+        return ret;
+    tag = (peer == HP_COMM_ANY_PEER ? 0 : (ucp_tag_t)peer << 32) | (ucp_tag_t)type;
+    mask = peer == HP_COMM_ANY_PEER ? TAG_MASK_TYPE : TAG_MASK_ALL;
+
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
+    param.recv_info.tag_info = &info;
+    req = ucp_tag_recv_nbx(comm->worker, comm->rbuf, HDR_BYTES + cap, tag, mask, &param);
+    if (UCS_PTR_IS_ERR(req)) {
+        status = UCS_PTR_STATUS(req);
+        hp_error("cannot receive from rank %d: %s", peer, ucs_status_string(status));
+        return from_ucs(status);
+    }
+    if (req != NULL) {
+        status = wait_request(comm, req, deadline_of(timeout_ms));
+        if (status == UCS_INPROGRESS) {
+            /* Cancel, then wait for the request to finish: it completes with
+             * UCS_ERR_CANCELED, or with UCS_OK if the message landed meanwhile (kept). */
+            ucp_request_cancel(comm->worker, req);
+            status = wait_request(comm, req, INT64_MAX);
+        }
+        if (status != UCS_ERR_CANCELED)
+            status = ucp_tag_recv_request_test(req, &info);
+        ucp_request_free(req);
+        if (status == UCS_ERR_CANCELED) {
+            hp_error("cannot receive from rank %d: no message of type %d within %d ms", peer, type,
+                     timeout_ms);
+            return -HP_ETIMEOUT;
+        }
+    } else {
+        status = UCS_OK;
+    }
+    if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+        hp_error("invalid message from rank %d: longer than %zu bytes", peer, HDR_BYTES + cap);
+        return -HP_EPROTOCOL;
+    }
+    if (status != UCS_OK) {
+        hp_error("cannot receive from rank %d: %s", peer, ucs_status_string(status));
+        return from_ucs(status);
+    }
+    if (info.length < HDR_BYTES) {
+        hp_error("invalid message from rank %d: %zu bytes is shorter than a header", peer,
+                 info.length);
+        return -HP_EPROTOCOL;
+    }
+    hdr = (const struct hp_msg_header *)comm->rbuf;
+    ret = hp_msg_header_check(hdr, comm->token, comm->nranks, cap);
+    if (ret < 0)
+        return ret;
+    if ((ucp_tag_t)hdr->src != info.sender_tag >> 32 || hdr->type != type) {
+        hp_error("invalid message: src rank %" PRId32
+                 " or type %u does not match its tag 0x%016" PRIx64,
+                 hdr->src, (unsigned)hdr->type, (uint64_t)info.sender_tag);
+        return -HP_EPROTOCOL;
+    }
+    if (hdr->payload_bytes != info.length - HDR_BYTES) {
+        hp_error("invalid message: payload bytes %" PRIu64 " but %zu bytes arrived",
+                 hdr->payload_bytes, info.length - HDR_BYTES);
+        return -HP_EPROTOCOL;
+    }
+    *h = *hdr;
+    if (hdr->payload_bytes > 0)
+        memcpy(payload, comm->rbuf + HDR_BYTES, (size_t)hdr->payload_bytes);
+    return 0;
+}
+
+/* Flush then close an endpoint, each within CLOSE_TIMEOUT_MS; force the close if the flush
+ * does not finish (the peer may be gone). */
+static void close_peer(struct hp_comm *comm, struct peer *p)
+{
+    ucp_request_param_t param = {0};
+    void *req;
+
+    if (p->failure == UCS_OK) {
+        req = ucp_ep_flush_nbx(p->ep, &param);
+        if (UCS_PTR_IS_PTR(req)) {
+            if (wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS)) == UCS_INPROGRESS) {
+                close_force(comm, p); /* completes the flush with an error */
+                wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS));
+                ucp_request_free(req);
+                return;
+            }
+            ucp_request_free(req);
+        }
+    }
+    close_force(comm, p);
+}
+
+void hp_comm_destroy(struct hp_comm *comm)
+{
+    if (comm == NULL)
+        return;
+    for (int i = 0; i < comm->nranks; i++)
+        if (comm->peers[i].ep != NULL)
+            close_peer(comm, &comm->peers[i]);
+    ucp_worker_release_address(comm->worker, comm->address);
+    ucp_worker_destroy(comm->worker);
+    ucp_cleanup(comm->context);
+    free(comm->rbuf);
+    free(comm->sbuf);
+    free(comm->peers);
+    free(comm);
+}

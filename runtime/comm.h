@@ -1,0 +1,105 @@
+/* comm.h - the ranks' transport: framed messages over the UCP tag API (UCX).
+ *
+ * Every message is one tagged UCP message: a fixed 64-byte struct hp_msg_header followed by
+ * header.payload_bytes bytes of payload. The receiver validates every header field
+ * (hp_msg_header_check) before it hands the message out. UCX types and status codes never
+ * leave comm.c: functions return 0 or -HP_E* (-HP_EIO for a transport failure, -HP_ETIMEOUT,
+ * -HP_EPROTOCOL for a message that fails validation, -HP_ENOMEM, -HP_EINVAL).
+ *
+ * Tag scheme: tag = (uint64_t)src_rank << 32 | type. A receive names the peer and the type it
+ * wants (or HP_COMM_ANY_PEER), so messages of other types or peers wait in UCX's unexpected
+ * queue until a matching receive is posted; messages with the same (peer, type) arrive in the
+ * order they were sent.
+ *
+ * Memory: one send and one receive staging buffer are allocated at create and grown (realloc)
+ * only when a bigger message is sent or a bigger receive capacity is asked for; steady-state
+ * traffic allocates nothing beyond UCX's own request pool. Headers are in host byte order
+ * (all ranks of a job run on hosts of one architecture).
+ *
+ * A struct hp_comm is driven by one thread; all calls are blocking with a timeout, and they
+ * make progress only on their own worker.
+ */
+#ifndef HP_COMM_H
+#define HP_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HP_MSG_MAGIC 0x48505045u /* "HPPE" */
+#define HP_MSG_VERSION 1
+#define HP_MSG_TOKEN_LEN 16
+#define HP_COMM_ANY_PEER (-1)
+
+enum hp_msg_type {
+    HP_MSG_ACTIVATION = 1, /* forward activations, stage s -> s + 1 */
+    HP_MSG_GRADIENT = 2,   /* backward gradients, stage s -> s - 1 */
+    HP_MSG_PUSH = 3,       /* a wave's summed updates, worker -> PS shard */
+    HP_MSG_PULL = 4,       /* global weights, PS shard -> worker (or the request for them) */
+    HP_MSG_CONTROL = 5,    /* bootstrap, barriers, shutdown */
+};
+
+/* The fixed header of every message (64 bytes, host byte order). Fields that do not apply to
+ * a message (vw, stage, minibatch, clock of a control message) are -1. */
+struct hp_msg_header {
+    uint32_t magic;                  /* HP_MSG_MAGIC */
+    uint16_t version;                /* HP_MSG_VERSION */
+    uint16_t type;                   /* enum hp_msg_type */
+    uint8_t token[HP_MSG_TOKEN_LEN]; /* the job's token: a message from another job is refused */
+    int32_t src;                     /* sending rank, in [0, nranks) */
+    int32_t vw;                      /* virtual worker, or -1 */
+    int32_t stage;                   /* pipeline stage, or -1 */
+    uint32_t reserved;               /* 0 */
+    int64_t minibatch;               /* minibatch index, or -1 */
+    int64_t clock;                   /* WSP clock (waves pushed), or -1 */
+    uint64_t payload_bytes;          /* bytes following the header */
+};
+
+_Static_assert(sizeof(struct hp_msg_header) == 64, "hp_msg_header must be 64 bytes");
+
+/* Check every field of `h`: magic, version, type, token (equal to `token`), src in
+ * [0, nranks), vw/stage/minibatch/clock either -1 or >= 0, reserved 0, payload_bytes at most
+ * max_payload. Returns 0, or -HP_EPROTOCOL after logging one error that names the field and
+ * its value. */
+int hp_msg_header_check(const struct hp_msg_header *h, const uint8_t token[HP_MSG_TOKEN_LEN],
+                        int nranks, size_t max_payload);
+
+struct hp_comm;
+
+/* Create the transport of rank `rank` of `nranks`: a UCP context (tag feature) and one worker.
+ * Transports follow UCX's environment (UCX_TLS, UCX_NET_DEVICES, ...), read here. `token` is
+ * copied. On success *out owns the comm (free with hp_comm_destroy); on failure *out is
+ * untouched. */
+int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
+                   struct hp_comm **out);
+
+/* This worker's address, to hand to the peers (through PMIx, a file or a pipe). *addr points
+ * into the comm and stays valid until hp_comm_destroy. */
+int hp_comm_address(struct hp_comm *comm, const void **addr, size_t *len);
+
+/* Open the endpoint to `peer` (0 <= peer < nranks, itself included) from the address it
+ * published; `addr` is only read during the call. Connecting twice is -HP_EINVAL. */
+int hp_comm_connect(struct hp_comm *comm, int peer, const void *addr, size_t len);
+
+/* Send `h` and h->payload_bytes bytes of `payload` (may be NULL when 0) to `peer` as one
+ * message. The comm stamps magic, version, token and src into the header it sends; the caller
+ * fills type, vw, stage, minibatch, clock and payload_bytes (`h` is not modified). Returns
+ * when the buffers are reusable (not necessarily delivered). timeout_ms < 0 waits without a
+ * limit. On -HP_ETIMEOUT or a transport error the endpoint is closed (its send cannot be
+ * cancelled) and later sends to `peer` return -HP_EIO. */
+int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, const void *payload,
+                 int timeout_ms);
+
+/* Receive the next message of `type` from `peer` (or HP_COMM_ANY_PEER) into *h and up to `cap`
+ * bytes of `payload`. The header is validated (hp_msg_header_check with max_payload = cap,
+ * and src/type must match the tag) before anything is returned. On -HP_ETIMEOUT the posted
+ * receive is cancelled, so a later message is left for the next call; a message that fails
+ * validation (or is longer than 64 + cap bytes) is consumed and gives -HP_EPROTOCOL. *h and
+ * payload are written only on success. timeout_ms < 0 waits without a limit. */
+int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header *h, void *payload,
+                 size_t cap, int timeout_ms);
+
+/* Flush and close every endpoint (at most about a second each), destroy the worker and the
+ * context, free the comm. NULL is allowed. */
+void hp_comm_destroy(struct hp_comm *comm);
+
+#endif
