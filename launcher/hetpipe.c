@@ -7,6 +7,7 @@
  * Later subcommands (plan, run, launch, profile, doctor) are added here.
  */
 #include "backend.h"
+#include "clock.h"
 #include "cluster.h"
 #include "cost.h"
 #include "error.h"
@@ -299,14 +300,6 @@ static int cmd_model(int argc, char **argv)
 
 /* ---- time ----------------------------------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmd_time(int argc, char **argv)
 {
     enum { O_THREADS = 256, O_WARMUP };
@@ -409,7 +402,7 @@ static int cmd_time(int argc, char **argv)
             prof.unit_bwd_s = unit_bwd;
             if (profile)
                 hp_net_set_profile(net, &prof);
-            t0 = now_s();
+            t0 = hp_now_s();
         }
         rc = hp_net_forward(net, 0, 1, (uint64_t)s);
         if (!rc)
@@ -423,7 +416,7 @@ static int cmd_time(int argc, char **argv)
         rc = be->ops->sync(be);
     if (rc)
         goto out;
-    const double dt = now_s() - t0;
+    const double dt = hp_now_s() - t0;
     struct hp_net_memory mem;
     hp_net_memory(net, &mem);
     printf("time: model %s, batch %ld, device %s, threads %d: %.3f ms/step, %.1f images/s, "
@@ -805,16 +798,16 @@ static int cmd_profile(int argc, char **argv)
         for (long s = 0; s <= steps && !rc; s++) {
             double t0, t1;
             be->ops->sync(be);
-            t0 = now_s();
+            t0 = hp_now_s();
             rc = hp_net_forward(net, 0, 1, (uint64_t)s);
             be->ops->sync(be);
-            t1 = now_s();
+            t1 = hp_now_s();
             if (!rc)
                 rc = hp_net_backward(net, 0);
             be->ops->sync(be);
             if (s > 0) { /* step 0 warms up */
                 fwd[s - 1] = t1 - t0;
-                bwd[s - 1] = now_s() - t1;
+                bwd[s - 1] = hp_now_s() - t1;
             }
         }
         if (!rc) {

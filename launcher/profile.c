@@ -4,29 +4,21 @@
 #include "error.h"
 #include "ini.h"
 #include "log.h"
+#include "rng.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ULL;
-    return h;
-}
-
 void hp_profile_signature(const struct hp_unit *u, char *buf, size_t n)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = HP_FNV_OFFSET;
 
     for (int i = 0; i < u->nops; i++) {
         const struct hp_op *op = &u->ops[i];
         const int f[9] = {(int)op->type, op->in[0], op->in[1], op->filters,        op->kernel,
                           op->stride,    op->pad,   op->bias,  (int)(op->p * 1e6f)};
-        h = fnv(h, f, sizeof(f));
+        h = hp_fnv1a(h, f, sizeof(f));
     }
     snprintf(buf, n, "%s-%dx%dx%d-%016llx", u->kind, u->in.c, u->in.h, u->in.w,
              (unsigned long long)h);

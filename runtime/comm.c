@@ -1,5 +1,6 @@
 /* comm.c - framed messages over the UCP tag API. All UCX calls of hetpipe live here. */
 #include "comm.h"
+#include "clock.h"
 
 #include "error.h"
 #include "log.h"
@@ -56,10 +57,7 @@ static int from_ucs(ucs_status_t status)
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)(hp_now_s() * 1000.0);
 }
 
 static int64_t deadline_of(int timeout_ms)

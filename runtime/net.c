@@ -1,5 +1,6 @@
 /* net.c - instantiating and running a range of a model's units. */
 #include "net.h"
+#include "clock.h"
 
 #include "error.h"
 #include "log.h"
@@ -436,14 +437,6 @@ void hp_net_set_profile(struct hp_net *net, struct hp_net_profile *prof)
     net->prof = prof;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* FLOPs of one op for the whole minibatch (per-sample costs of layers.c, times batch). */
 static void op_flops(const struct hp_net *net, const struct hp_op *op, double *fwd, double *bwd)
 {
@@ -464,7 +457,7 @@ static void prof_add(struct hp_net *net, const struct net_op *o, int backward, d
     double f, b, dt;
 
     net->be->ops->sync(net->be);
-    dt = now_s() - t0;
+    dt = hp_now_s() - t0;
     op_flops(net, o->op, &f, &b);
     if (backward && !net->tensors[o->in[0]].grad)
         b *= 0.5; /* the input gradient was not computed: only the weight gradient's FLOPs */
@@ -495,7 +488,7 @@ int hp_net_forward(struct hp_net *net, int slot, int train, uint64_t step_seed)
         const float *x = act(net, slot, o->in[0]);
         float *y = act(net, slot, o->out);
         const size_t n = net->tensors[o->out].size;
-        const double t0 = net->prof ? (ops->sync(be), now_s()) : 0.0;
+        const double t0 = net->prof ? (ops->sync(be), hp_now_s()) : 0.0;
 
         switch (op->type) {
         case HP_OP_CONV:
@@ -629,7 +622,7 @@ int hp_net_backward(struct hp_net *net, int slot)
         const float *dy = net->tensors[o->out].grad;
         const size_t n = net->tensors[o->out].size;
         float *dx = grad_dst(net, tin);
-        const double t0 = net->prof ? (ops->sync(be), now_s()) : 0.0;
+        const double t0 = net->prof ? (ops->sync(be), hp_now_s()) : 0.0;
 
         switch (op->type) {
         case HP_OP_CONV:

@@ -39,4 +39,17 @@ HP_HOSTDEV static inline uint64_t hp_rng_derive(uint64_t seed, uint64_t tag)
     return hp_rng_mix(seed ^ hp_rng_mix(tag + 0x632be59bd9b4e019ULL));
 }
 
+/* FNV-1a over n bytes, continuing from h (start with HP_FNV_OFFSET): a stable fingerprint
+ * of parameters or of a unit's description (not for randomness). */
+#define HP_FNV_OFFSET 1469598103934665603ULL
+
+static inline uint64_t hp_fnv1a(uint64_t h, const void *p, unsigned long n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+
+    for (unsigned long i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
 #endif

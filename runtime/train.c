@@ -1,5 +1,6 @@
 /* train.c - the single-process training loop. */
 #include "train.h"
+#include "clock.h"
 
 #include "backend.h"
 #include "data.h"
@@ -31,14 +32,6 @@ void hp_train_opts_init(struct hp_train_opts *o)
     o->log_every = 100;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Seeded Fisher-Yates permutation of 0..n-1 for one epoch. */
 static void permute(int *idx, int n, uint64_t seed)
 {
@@ -50,16 +43,6 @@ static void permute(int *idx, int n, uint64_t seed)
         idx[i] = idx[j];
         idx[j] = t;
     }
-}
-
-static uint64_t fnv1a(const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ULL;
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ULL;
-    return h;
 }
 
 /* Evaluate on `d` (first `limit` samples, 0 = all) in minibatches; the last one is padded
@@ -171,12 +154,12 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
     fflush(stdout);
 
     for (int epoch = 0; epoch < o->epochs; epoch++) {
-        double lsum = 0.0, t_int = now_s();
+        double lsum = 0.0, t_int = hp_now_s();
         long csum = 0, nint = 0;
 
         permute(perm, ntrain, hp_rng_derive(o->seed, 0x1000 + (uint64_t)epoch));
         for (int s = 0; s < steps_per_epoch; s++, step++) {
-            const double t0 = now_s();
+            const double t0 = hp_now_s();
             const float lr =
                 o->cosine ? (float)(0.5 * o->lr * (1.0 + cos(M_PI * (double)step / total_steps)))
                           : o->lr;
@@ -195,7 +178,7 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
                 rc = hp_net_sgd(net, lr, o->momentum, o->weight_decay);
             if (rc)
                 goto out;
-            t_train += now_s() - t0;
+            t_train += hp_now_s() - t0;
             lsum += l;
             csum += c;
             nint++;
@@ -205,7 +188,7 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
                 goto out;
             }
             if ((o->log_every > 0 && (s + 1) % o->log_every == 0) || s + 1 == steps_per_epoch) {
-                const double dt = now_s() - t_int;
+                const double dt = hp_now_s() - t_int;
                 const double ips = (double)nint * o->batch / dt;
                 res->last_loss = lsum / ((double)nint * o->batch);
                 if (o->log_every > 0)
@@ -219,7 +202,7 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
                 lsum = 0.0;
                 csum = 0;
                 nint = 0;
-                t_int = now_s();
+                t_int = hp_now_s();
             }
         }
         rc = evaluate(net, be, &test, o->test_limit, o->batch, himg, hlab, idx, &res->test_loss,
@@ -246,7 +229,7 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
             goto out;
         }
         rc = be->ops->download(be, hp, hp_net_params(net), np * sizeof(float));
-        res->param_hash = fnv1a(hp, np * sizeof(float));
+        res->param_hash = hp_fnv1a(HP_FNV_OFFSET, hp, np * sizeof(float));
         free(hp);
     }
 out:

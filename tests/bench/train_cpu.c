@@ -9,6 +9,7 @@
  * round of each is reported. Prints key=value lines that tests/bench/train_cpu reads.
  */
 #include "backend.h"
+#include "clock.h"
 #include "model.h"
 #include "net.h"
 #include "rng.h"
@@ -19,14 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double sgemm_gflops(void)
 {
@@ -41,10 +34,10 @@ static double sgemm_gflops(void)
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = hp_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c,
                     n);
-        double g = 2.0 * n * n * (double)n / (now_s() - t0) / 1e9;
+        double g = 2.0 * n * n * (double)n / (hp_now_s() - t0) / 1e9;
         if (g > best)
             best = g;
     }

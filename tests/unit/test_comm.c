@@ -1,6 +1,7 @@
 /* test_comm.c - the UCX transport: header validation, two processes over shared memory and
  * TCP loopback, receive timeouts, messages from another job. */
 #include "suites.h"
+#include "clock.h"
 #include "util.h"
 
 #include "comm.h"
@@ -22,14 +23,6 @@ static const uint8_t other_token[HP_MSG_TOKEN_LEN] = "another-test-job";
 static const size_t sizes[] = {1, 64 * 1024, 8 * 1024 * 1024};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 #define MAX_PAYLOAD (8 * 1024 * 1024)
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void fill(uint8_t *p, size_t n, unsigned seed)
 {
@@ -293,14 +286,14 @@ static void run_exchange(int tcp)
                                    .minibatch = (int64_t)i,
                                    .clock = 3,
                                    .payload_bytes = sizes[i]};
-        t0 = now_s();
+        t0 = hp_now_s();
         ret = hp_comm_send(comm, 1, &h, buf, OP_TIMEOUT_MS);
         if (i == NSIZES - 1)
-            t_big = now_s() - t0;
+            t_big = hp_now_s() - t0;
         if (ret < 0)
             step = 3;
     }
-    t0 = now_s();
+    t0 = hp_now_s();
     if (step == 0) {
         memset(buf, 0, sizes[1]);
         ret = hp_comm_recv(comm, 1, HP_MSG_GRADIENT, &h, buf, MAX_PAYLOAD, OP_TIMEOUT_MS);
@@ -310,7 +303,7 @@ static void run_exchange(int tcp)
                  !matches(buf, sizes[1], 99))
             step = 5;
     }
-    t_reply = now_s() - t0;
+    t_reply = hp_now_s() - t0;
     code = pair_finish(&p);
     hp_comm_destroy(comm);
     free(buf);
@@ -346,11 +339,11 @@ START_TEST(recv_times_out)
     int ret;
 
     ck_assert_int_eq(hp_comm_create(0, 1, job_token, &comm), 0);
-    t0 = now_s();
+    t0 = hp_now_s();
     test_capture_begin();
     ret = hp_comm_recv(comm, 0, HP_MSG_CONTROL, &h, buf, sizeof(buf), 200);
     err = test_capture_end();
-    dt = now_s() - t0;
+    dt = hp_now_s() - t0;
     ck_assert_int_eq(ret, -HP_ETIMEOUT);
     ck_assert_ptr_nonnull(strstr(err, "200 ms"));
     ck_assert_msg(dt >= 0.19 && dt < 1.0, "timeout took %.3f s", dt);
