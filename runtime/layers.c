@@ -144,6 +144,15 @@ static int infer(struct hp_unit *u, struct hp_op *op)
     return 0;
 }
 
+double hp_op_macs(const struct hp_op *op)
+{
+    if (op->type == HP_OP_CONV)
+        return (double)op->in_shape.c * op->kernel * op->kernel * hp_shape_size(op->out_shape);
+    if (op->type == HP_OP_LINEAR)
+        return (double)hp_shape_size(op->in_shape) * op->filters;
+    return 0.0;
+}
+
 /* Per-sample costs of one op. Forward FLOPs count 2 per multiply-add for conv and linear;
  * elementwise ops count their arithmetic (ReLU 1, batch norm 5 train, add 1, pool kernel^2).
  * Backward FLOPs of conv and linear are twice the forward (input and weight gradients).
@@ -156,7 +165,7 @@ static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
 
     switch (op->type) {
     case HP_OP_CONV:
-        macs = (double)op->filters * op->in_shape.c * op->kernel * op->kernel * out / op->filters;
+        macs = hp_op_macs(op);
         fwd = 2.0 * macs + (op->bias ? out : 0.0);
         bwd = 4.0 * macs + (op->bias ? out : 0.0);
         if (op->kernel > 1 || op->stride > 1 || op->pad > 0) {
@@ -167,7 +176,7 @@ static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
         }
         break;
     case HP_OP_LINEAR:
-        macs = in * op->filters;
+        macs = hp_op_macs(op);
         fwd = 2.0 * macs + (op->bias ? out : 0.0);
         bwd = 4.0 * macs + (op->bias ? out : 0.0);
         break;

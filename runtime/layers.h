@@ -101,6 +101,9 @@ int hp_unit_build_linear(struct hp_unit *u, int outputs, int bias, int relu);
 int hp_unit_build_basic(struct hp_unit *u, int filters, int stride);
 int hp_unit_build_bottleneck(struct hp_unit *u, int filters, int stride);
 
+/* Multiply-adds of one op per sample: conv and linear only (0 for the other types). */
+double hp_op_macs(const struct hp_op *op);
+
 /* Shape of tensor `t` of a finished unit. */
 struct hp_shape hp_unit_tensor_shape(const struct hp_unit *u, int t);
 

@@ -440,15 +440,10 @@ void hp_net_set_profile(struct hp_net *net, struct hp_net_profile *prof)
 /* FLOPs of one op for the whole minibatch (per-sample costs of layers.c, times batch). */
 static void op_flops(const struct hp_net *net, const struct hp_op *op, double *fwd, double *bwd)
 {
-    *fwd = 0.0;
-    *bwd = 0.0;
-    if (op->type == HP_OP_CONV || op->type == HP_OP_LINEAR) {
-        double macs = op->type == HP_OP_CONV ? (double)op->in_shape.c * op->kernel * op->kernel *
-                                                   hp_shape_size(op->out_shape)
-                                             : (double)hp_shape_size(op->in_shape) * op->filters;
-        *fwd = 2.0 * macs * net->cfg.batch;
-        *bwd = 4.0 * macs * net->cfg.batch;
-    }
+    const double macs = hp_op_macs(op);
+
+    *fwd = 2.0 * macs * net->cfg.batch;
+    *bwd = 4.0 * macs * net->cfg.batch;
 }
 
 static void prof_add(struct hp_net *net, const struct net_op *o, int backward, double t0)
