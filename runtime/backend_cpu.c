@@ -431,22 +431,30 @@ static int pool2x2(const struct hp_pool_desc *d)
     return d->kernel == 2 && d->stride == 2 && d->pad == 0 && d->h % 2 == 0 && d->w % 2 == 0;
 }
 
+/* The input rows [*h0, *h1) and columns [*w0, *w1) that output cell (p, q)'s window covers,
+ * padding cut off (an empty range when the window lies wholly in the padding). */
+static void window(const struct hp_pool_desc *d, int p, int q, int *h0, int *h1, int *w0,
+                   int *w1)
+{
+    const int hs = p * d->stride - d->pad, ws = q * d->stride - d->pad;
+
+    *h0 = hs < 0 ? 0 : hs;
+    *h1 = hs + d->kernel > d->h ? d->h : hs + d->kernel;
+    *w0 = ws < 0 ? 0 : ws;
+    *w1 = ws + d->kernel > d->w ? d->w : ws + d->kernel;
+}
+
 /* Index into the plane xp of the first maximum (row-major) of output cell (p, q)'s window,
  * padding ignored; -1 if the window lies wholly in the padding. */
 static int window_argmax(const struct hp_pool_desc *d, const float *xp, int p, int q)
 {
-    int best = -1;
+    int best = -1, h0, h1, w0, w1;
 
-    for (int i = 0; i < d->kernel; i++) {
-        const int hh = p * d->stride - d->pad + i;
-        if (hh < 0 || hh >= d->h)
-            continue;
-        for (int j = 0; j < d->kernel; j++) {
-            const int ww = q * d->stride - d->pad + j;
-            if (ww >= 0 && ww < d->w && (best < 0 || xp[hh * d->w + ww] > xp[best]))
+    window(d, p, q, &h0, &h1, &w0, &w1);
+    for (int hh = h0; hh < h1; hh++)
+        for (int ww = w0; ww < w1; ww++)
+            if (best < 0 || xp[hh * d->w + ww] > xp[best])
                 best = hh * d->w + ww;
-        }
-    }
     return best;
 }
 
@@ -536,16 +544,11 @@ static int cpu_avgpool_forward(struct hp_backend *be, const struct hp_pool_desc 
         for (int p = 0; p < d->p; p++) {
             for (int q = 0; q < d->q; q++) {
                 float s = 0.0f;
-                for (int i = 0; i < d->kernel; i++) {
-                    const int hh = p * d->stride - d->pad + i;
-                    if (hh < 0 || hh >= d->h)
-                        continue;
-                    for (int j = 0; j < d->kernel; j++) {
-                        const int ww = q * d->stride - d->pad + j;
-                        if (ww >= 0 && ww < d->w)
-                            s += xp[hh * d->w + ww];
-                    }
-                }
+                int h0, h1, w0, w1;
+                window(d, p, q, &h0, &h1, &w0, &w1);
+                for (int hh = h0; hh < h1; hh++)
+                    for (int ww = w0; ww < w1; ww++)
+                        s += xp[hh * d->w + ww];
                 yp[p * d->q + q] = s * inv;
             }
         }
@@ -565,16 +568,11 @@ static int cpu_avgpool_backward(struct hp_backend *be, const struct hp_pool_desc
         for (int p = 0; p < d->p; p++) {
             for (int q = 0; q < d->q; q++) {
                 const float g = dyp[p * d->q + q] * inv;
-                for (int i = 0; i < d->kernel; i++) {
-                    const int hh = p * d->stride - d->pad + i;
-                    if (hh < 0 || hh >= d->h)
-                        continue;
-                    for (int j = 0; j < d->kernel; j++) {
-                        const int ww = q * d->stride - d->pad + j;
-                        if (ww >= 0 && ww < d->w)
-                            dxp[hh * d->w + ww] += g;
-                    }
-                }
+                int h0, h1, w0, w1;
+                window(d, p, q, &h0, &h1, &w0, &w1);
+                for (int hh = h0; hh < h1; hh++)
+                    for (int ww = w0; ww < w1; ww++)
+                        dxp[hh * d->w + ww] += g;
             }
         }
     }
