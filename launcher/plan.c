@@ -329,8 +329,8 @@ static int plan_dp(const struct hp_cost *c, const struct hp_cluster *cl, struct 
         free(use);
         return -HP_ENOMEM;
     }
+    const double need = hp_cost_stage_memory(c, 0, c->nunits, 1, 1);
     for (int i = 0; i < cl->ngpus; i++) {
-        const double need = hp_cost_stage_memory(c, 0, c->nunits, 1, 1);
         const double cap = c->db->types[cl->gpus[i].type].memory_gib * 1073741824.0;
         if (need > cap) {
             hp_info("dp: leaving out GPU %d of node '%s' (%s, %.1f GiB): the model needs %.2f GiB",
@@ -352,8 +352,7 @@ static int plan_dp(const struct hp_cost *c, const struct hp_cluster *cl, struct 
     if (n == 0) {
         hp_error("dp: model '%s' fits on no GPU of the cluster (it needs %.2f GiB at minibatch "
                  "%d)",
-                 c->model->name, hp_cost_stage_memory(c, 0, c->nunits, 1, 1) / 1073741824.0,
-                 c->batch);
+                 c->model->name, need / 1073741824.0, c->batch);
         rc = -HP_ERANGE;
     } else {
         p->nvws = n;
