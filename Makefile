@@ -51,19 +51,21 @@ OPENBLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 OPENBLAS_LIBS   := $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 UCX_CFLAGS      := $(shell pkg-config --cflags ucx 2>/dev/null)
 UCX_LIBS        := $(or $(shell pkg-config --libs ucx 2>/dev/null),-lucp -lucs)
+PMIX_CFLAGS     := $(shell pkg-config --cflags pmix 2>/dev/null)
+PMIX_LIBS       := $(or $(shell pkg-config --libs pmix 2>/dev/null),-lpmix)
 CHECK_CFLAGS    := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS      := $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lm -lrt -lpthread)
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 HP_CFLAGS := -std=c11 -D_GNU_SOURCE -O3 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
-             -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) -DHP_HAVE_CUDA=$(HAVE_CUDA) \
+             -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS) -DHP_HAVE_CUDA=$(HAVE_CUDA) \
              -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
 HP_LDFLAGS := $(SANFLAGS)
-HP_LIBS    := $(OPENBLAS_LIBS) $(UCX_LIBS) -liniparser -lz -lm -lpthread
+HP_LIBS    := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -liniparser -lz -lm -lpthread
 
 COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c
 RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
-                runtime/net.c runtime/data.c runtime/train.c runtime/comm.c \
+                runtime/net.c runtime/data.c runtime/train.c runtime/comm.c runtime/pipeline.c runtime/bootstrap.c \
                 launcher/cost.c launcher/partition.c launcher/plan.c launcher/planfile.c launcher/cluster.c \
                 launcher/profile.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
@@ -87,6 +89,7 @@ LIB      := $(BUILD)/libhetpipe.a
 
 LAUNCHER_SRCS := launcher/hetpipe.c
 HETPIPE       := $(BUILD)/hetpipe
+HETPIPE_RANK  := $(BUILD)/hetpipe-rank
 
 UNIT_SRCS  := $(wildcard tests/unit/*.c)
 UNIT_TESTS := $(BUILD)/tests/unit_tests
@@ -95,12 +98,12 @@ BENCH_CPU  := $(BUILD)/tests/bench_train_cpu
 TORCH_REF  := $(BUILD)/tests/torch_ref
 BENCH_PLANS := $(BUILD)/tests/bench_plans
 
-ALL_OBJS := $(LIB_OBJS) $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(UNIT_SRCS:%.c=$(BUILD)/%.o) \
+ALL_OBJS := $(LIB_OBJS) $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/runtime/rank.o $(UNIT_SRCS:%.c=$(BUILD)/%.o) \
             $(BUILD)/tests/gpu/check_ops.o $(BUILD)/tests/bench/train_cpu.o \
             $(BUILD)/tests/bench/torch_ref.o $(BUILD)/tests/bench/plans.o
 
 .PHONY: all check install uninstall format clean features bench gpu-check
-all: features $(HETPIPE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(BENCH_PLANS)
+all: features $(HETPIPE) $(HETPIPE_RANK) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(BENCH_PLANS)
 
 features:
 	@echo "hetpipe: features: cpu backend (OpenBLAS): yes"
@@ -120,6 +123,9 @@ $(LIB): $(LIB_OBJS)
 	$(AR) rcs $@ $^
 
 $(HETPIPE): $(BUILD)/launcher/hetpipe.o $(LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+
+$(HETPIPE_RANK): $(BUILD)/runtime/rank.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
 # The unit tests count allocations (tests/unit/util.c) by wrapping the allocator.
@@ -152,10 +158,11 @@ bench: all
 gpu-check: all
 	sh tests/gpu/run.sh
 
-install: $(HETPIPE)
+install: $(HETPIPE) $(HETPIPE_RANK)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR)/clusters \
 	    $(DESTDIR)$(SYSCONFDIR)
 	install -m 0755 $(HETPIPE) $(DESTDIR)$(BINDIR)/hetpipe
+	install -m 0755 $(HETPIPE_RANK) $(DESTDIR)$(BINDIR)/hetpipe-rank
 	install -m 0644 etc/models/*.ini $(DESTDIR)$(DATADIR)/models/
 	install -m 0644 etc/clusters/*.ini $(DESTDIR)$(DATADIR)/clusters/
 	@# An admin's edited config is never overwritten; the shipped one lands beside it.
@@ -168,7 +175,7 @@ install: $(HETPIPE)
 	done
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/hetpipe
+	rm -f $(DESTDIR)$(BINDIR)/hetpipe $(DESTDIR)$(BINDIR)/hetpipe-rank
 	rm -rf $(DESTDIR)$(DATADIR)
 
 format:

@@ -104,12 +104,13 @@ static void train_usage(FILE *f)
                "  --metrics FILE       write per-interval and per-epoch metrics as CSV\n"
                "  --log-every N        steps between progress lines (default 100, 0: none)\n"
                "  --train-limit N      train on the first N samples only\n"
-               "  --test-limit N       evaluate on the first N test samples only\n");
+               "  --test-limit N       evaluate on the first N test samples only\n"
+               "  --step-log FILE      write every step's mean loss (step,loss) as CSV\n");
 }
 
 static int cmd_train(int argc, char **argv)
 {
-    enum { O_MOMENTUM = 256, O_WD, O_SCHEDULE, O_THREADS, O_DATA, O_METRICS, O_LOG, O_TRL, O_TEL };
+    enum { O_MOMENTUM = 256, O_WD, O_SCHEDULE, O_THREADS, O_DATA, O_METRICS, O_LOG, O_TRL, O_TEL, O_SLOG };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},
         {"epochs", required_argument, 0, 'e'},
@@ -126,6 +127,7 @@ static int cmd_train(int argc, char **argv)
         {"log-every", required_argument, 0, O_LOG},
         {"train-limit", required_argument, 0, O_TRL},
         {"test-limit", required_argument, 0, O_TEL},
+        {"step-log", required_argument, 0, O_SLOG},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -199,6 +201,9 @@ static int cmd_train(int argc, char **argv)
         case O_TRL:
             if (!(rc = opt_long("train-limit", optarg, 1, 60000, &v)))
                 o.train_limit = (int)v;
+            break;
+        case O_SLOG:
+            o.step_log = optarg;
             break;
         case O_TEL:
             if (!(rc = opt_long("test-limit", optarg, 1, 10000, &v)))

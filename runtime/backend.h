@@ -151,7 +151,14 @@ struct hp_backend {
     const struct hp_backend_ops *ops;
     enum hp_device_kind kind;
     char name[64]; /* "cpu", or "cuda:0 (NVIDIA H200)" */
+    /* with hp_backend_track_memory: bytes allocated through ops->alloc now, and at most */
+    size_t mem_in_use, mem_peak;
 };
+
+/* Count every ops->alloc and ops->free of `be` from now on (mem_in_use, mem_peak): what a
+ * pipeline stage really holds on its device, to compare with the planner's memory model.
+ * Library-internal allocations (cuBLAS/cuDNN handles) are not seen. 0 or -HP_ENOMEM. */
+int hp_backend_track_memory(struct hp_backend *be);
 
 /* The CPU backend; always available. *out is freed with be->ops->destroy(be). */
 int hp_backend_cpu_create(struct hp_backend **out);

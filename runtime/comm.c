@@ -85,6 +85,22 @@ static ucs_status_t wait_request(struct hp_comm *comm, void *req, int64_t deadli
     return status;
 }
 
+/* As wait_request, but give up early (UCS_ERR_CONNECTION_RESET) when the endpoint to `peer`
+ * (>= 0) reports a failure: a receive from a dead peer would otherwise wait out its timeout. */
+static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t deadline, int peer)
+{
+    ucs_status_t status;
+
+    while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+        if (now_ms() >= deadline)
+            return UCS_INPROGRESS;
+        if (peer >= 0 && comm->peers[peer].failure != UCS_OK)
+            return UCS_ERR_CONNECTION_RESET;
+        progress(comm);
+    }
+    return status;
+}
+
 static int grow(uint8_t **buf, size_t *cap, size_t need)
 {
     uint8_t *p;
@@ -117,7 +133,7 @@ int hp_msg_header_check(const struct hp_msg_header *h, const uint8_t token[HP_MS
         hp_error("invalid message: version %u is not %d", (unsigned)h->version, HP_MSG_VERSION);
         return -HP_EPROTOCOL;
     }
-    if (h->type < HP_MSG_ACTIVATION || h->type > HP_MSG_CONTROL) {
+    if (h->type < HP_MSG_ACTIVATION || h->type > HP_MSG_TYPE_LAST) {
         hp_error("invalid message: type %u is unknown", (unsigned)h->type);
         return -HP_EPROTOCOL;
     }
@@ -283,20 +299,14 @@ static void close_force(struct hp_comm *comm, struct peer *p)
     p->ep = NULL;
 }
 
-int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, const void *payload,
-                 int timeout_ms)
+/* Check a send's arguments and the endpoint; stamp the header into hdr. */
+static int send_prepare(struct hp_comm *comm, int peer, const struct hp_msg_header *h,
+                        int have_payload, struct hp_msg_header *hdr, struct peer **pp)
 {
-    ucp_request_param_t param = {0};
-    struct hp_msg_header *hdr;
     struct peer *p;
-    ucs_status_t status;
-    ucp_tag_t tag;
-    size_t bytes;
-    void *req;
-    int ret;
 
     if (peer < 0 || peer >= comm->nranks || h->type < HP_MSG_ACTIVATION ||
-        h->type > HP_MSG_CONTROL || (payload == NULL && h->payload_bytes > 0) ||
+        h->type > HP_MSG_TYPE_LAST || (!have_payload && h->payload_bytes > 0) ||
         h->payload_bytes > SIZE_MAX - HDR_BYTES) {
         hp_error("cannot send to rank %d: invalid rank, type %u or payload", peer,
                  (unsigned)h->type);
@@ -310,51 +320,88 @@ int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, 
             close_force(comm, p);
         return -HP_EIO;
     }
-    bytes = HDR_BYTES + (size_t)h->payload_bytes;
-    ret = grow(&comm->sbuf, &comm->sbuf_cap, bytes);
-    if (ret < 0)
-        return ret;
-    hdr = (struct hp_msg_header *)comm->sbuf;
     *hdr = *h;
     hdr->magic = HP_MSG_MAGIC;
     hdr->version = HP_MSG_VERSION;
     memcpy(hdr->token, comm->token, HP_MSG_TOKEN_LEN);
     hdr->src = comm->rank;
     hdr->reserved = 0;
-    if (h->payload_bytes > 0)
-        memcpy(comm->sbuf + HDR_BYTES, payload, (size_t)h->payload_bytes);
+    *pp = p;
+    return 0;
+}
 
-    tag = (ucp_tag_t)comm->rank << 32 | h->type;
-    req = ucp_tag_send_nbx(p->ep, comm->sbuf, bytes, tag, &param);
-    if (req == NULL)
-        return 0;
-    if (UCS_PTR_IS_ERR(req)) {
-        status = UCS_PTR_STATUS(req);
+/* Post a tag send of `bytes` at `data`: *req is NULL when it completed at once. */
+static int send_post(struct hp_comm *comm, int peer, struct peer *p, const void *data,
+                     size_t bytes, unsigned type, void **req)
+{
+    ucp_request_param_t param = {0};
+    const ucp_tag_t tag = (ucp_tag_t)comm->rank << 32 | type;
+    void *r = ucp_tag_send_nbx(p->ep, data, bytes, tag, &param);
+
+    *req = NULL;
+    if (UCS_PTR_IS_ERR(r)) {
+        const ucs_status_t status = UCS_PTR_STATUS(r);
         hp_error("cannot send %zu bytes to rank %d: %s", bytes, peer, ucs_status_string(status));
         close_force(comm, p);
         return from_ucs(status);
     }
-    status = wait_request(comm, req, deadline_of(timeout_ms));
+    *req = r;
+    return 0;
+}
+
+/* Wait for a posted send; on a timeout or an error the endpoint is closed (a tag send cannot
+ * be cancelled: closing completes it with an error and releases the buffer). Frees req. */
+static int send_finish(struct hp_comm *comm, int peer, void *req, size_t bytes, int timeout_ms)
+{
+    struct peer *p = &comm->peers[peer];
+    ucs_status_t status = wait_request(comm, req, deadline_of(timeout_ms));
+
     if (status == UCS_INPROGRESS) {
-        /* A tag send cannot be cancelled: closing the endpoint completes it (with an error)
-         * and releases the staging buffer. */
         hp_error("cannot send %zu bytes to rank %d: timed out after %d ms", bytes, peer,
                  timeout_ms);
         close_force(comm, p);
+        wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS));
         ucp_request_free(req);
         return -HP_ETIMEOUT;
     }
     ucp_request_free(req);
     if (status != UCS_OK) {
         hp_error("cannot send %zu bytes to rank %d: %s", bytes, peer, ucs_status_string(status));
-        close_force(comm, p);
+        if (p->ep != NULL)
+            close_force(comm, p);
         return from_ucs(status);
     }
     return 0;
 }
 
-int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header *h, void *payload,
-                 size_t cap, int timeout_ms)
+int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, const void *payload,
+                 int timeout_ms)
+{
+    struct hp_msg_header hdr;
+    struct peer *p;
+    size_t bytes;
+    void *req = NULL;
+    int ret;
+
+    ret = send_prepare(comm, peer, h, payload != NULL, &hdr, &p);
+    if (ret < 0)
+        return ret;
+    bytes = HDR_BYTES + (size_t)h->payload_bytes;
+    ret = grow(&comm->sbuf, &comm->sbuf_cap, bytes);
+    if (ret < 0)
+        return ret;
+    memcpy(comm->sbuf, &hdr, HDR_BYTES);
+    if (h->payload_bytes > 0)
+        memcpy(comm->sbuf + HDR_BYTES, payload, (size_t)h->payload_bytes);
+    ret = send_post(comm, peer, p, comm->sbuf, bytes, h->type, &req);
+    if (ret < 0 || req == NULL)
+        return ret;
+    return send_finish(comm, peer, req, bytes, timeout_ms);
+}
+
+/* Receive one message of (peer, type) into buf (HDR_BYTES + cap bytes) and validate it. */
+static int recv_into(struct hp_comm *comm, int peer, int type, uint8_t *buf, size_t cap,
+                     int timeout_ms)
 {
     ucp_request_param_t param = {0};
     const struct hp_msg_header *hdr;
@@ -364,28 +411,21 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
     void *req;
     int ret;
 
-    if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks || type < HP_MSG_ACTIVATION ||
-        type > HP_MSG_CONTROL || (payload == NULL && cap > 0) || cap > SIZE_MAX - HDR_BYTES) {
-        hp_error("cannot receive from rank %d: invalid rank, type %d or buffer", peer, type);
-        return -HP_EINVAL;
-    }
-    ret = grow(&comm->rbuf, &comm->rbuf_cap, HDR_BYTES + cap);
-    if (ret < 0)
-        return ret;
     tag = (peer == HP_COMM_ANY_PEER ? 0 : (ucp_tag_t)peer << 32) | (ucp_tag_t)type;
     mask = peer == HP_COMM_ANY_PEER ? TAG_MASK_TYPE : TAG_MASK_ALL;
 
     param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
     param.recv_info.tag_info = &info;
-    req = ucp_tag_recv_nbx(comm->worker, comm->rbuf, HDR_BYTES + cap, tag, mask, &param);
+    req = ucp_tag_recv_nbx(comm->worker, buf, HDR_BYTES + cap, tag, mask, &param);
     if (UCS_PTR_IS_ERR(req)) {
         status = UCS_PTR_STATUS(req);
         hp_error("cannot receive from rank %d: %s", peer, ucs_status_string(status));
         return from_ucs(status);
     }
     if (req != NULL) {
-        status = wait_request(comm, req, deadline_of(timeout_ms));
-        if (status == UCS_INPROGRESS) {
+        status = wait_request_peer(comm, req, deadline_of(timeout_ms), peer);
+        const ucs_status_t why = status;
+        if (status == UCS_INPROGRESS || status == UCS_ERR_CONNECTION_RESET) {
             /* Cancel, then wait for the request to finish: it completes with
              * UCS_ERR_CANCELED, or with UCS_OK if the message landed meanwhile (kept). */
             ucp_request_cancel(comm->worker, req);
@@ -394,6 +434,11 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
         if (status != UCS_ERR_CANCELED)
             status = ucp_tag_recv_request_test(req, &info);
         ucp_request_free(req);
+        if (status == UCS_ERR_CANCELED && why == UCS_ERR_CONNECTION_RESET) {
+            hp_error("cannot receive from rank %d: the connection failed (%s): the rank is gone",
+                     peer, ucs_status_string(comm->peers[peer].failure));
+            return -HP_EIO;
+        }
         if (status == UCS_ERR_CANCELED) {
             hp_error("cannot receive from rank %d: no message of type %d within %d ms", peer, type,
                      timeout_ms);
@@ -415,7 +460,7 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
                  info.length);
         return -HP_EPROTOCOL;
     }
-    hdr = (const struct hp_msg_header *)comm->rbuf;
+    hdr = (const struct hp_msg_header *)buf;
     ret = hp_msg_header_check(hdr, comm->token, comm->nranks, cap);
     if (ret < 0)
         return ret;
@@ -430,10 +475,141 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
                  hdr->payload_bytes, info.length - HDR_BYTES);
         return -HP_EPROTOCOL;
     }
+    return 0;
+}
+
+static int recv_args_ok(const struct hp_comm *comm, int peer, int type, int have_buf, size_t cap)
+{
+    if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks || type < HP_MSG_ACTIVATION ||
+        type > HP_MSG_TYPE_LAST || (!have_buf && cap > 0) || cap > SIZE_MAX - HDR_BYTES) {
+        hp_error("cannot receive from rank %d: invalid rank, type %d or buffer", peer, type);
+        return 0;
+    }
+    return 1;
+}
+
+int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header *h, void *payload,
+                 size_t cap, int timeout_ms)
+{
+    const struct hp_msg_header *hdr;
+    int ret;
+
+    if (!recv_args_ok(comm, peer, type, payload != NULL, cap))
+        return -HP_EINVAL;
+    ret = grow(&comm->rbuf, &comm->rbuf_cap, HDR_BYTES + cap);
+    if (ret < 0)
+        return ret;
+    hdr = (const struct hp_msg_header *)comm->rbuf;
+    ret = recv_into(comm, peer, type, comm->rbuf, cap, timeout_ms);
+    if (ret < 0)
+        return ret;
     *h = *hdr;
     if (hdr->payload_bytes > 0)
         memcpy(payload, comm->rbuf + HDR_BYTES, (size_t)hdr->payload_bytes);
     return 0;
+}
+
+/* Message buffers: the header and the payload in one allocation, so that sends and receives
+ * need no staging copy; a send in flight keeps its request here. */
+struct hp_msg_buf {
+    uint8_t *data; /* HDR_BYTES + cap */
+    size_t cap;
+    void *req; /* the send in flight, or NULL */
+    int peer;  /* its destination */
+    size_t bytes;
+};
+
+int hp_msg_buf_create(size_t cap, struct hp_msg_buf **out)
+{
+    struct hp_msg_buf *b;
+
+    if (cap > SIZE_MAX - HDR_BYTES - 64) {
+        hp_error("cannot create a message buffer of %zu bytes", cap);
+        return -HP_EINVAL;
+    }
+    b = calloc(1, sizeof(*b));
+    if (b != NULL)
+        b->data = aligned_alloc(64, (HDR_BYTES + cap + 63) & ~(size_t)63);
+    if (b == NULL || b->data == NULL) {
+        hp_error("cannot allocate a message buffer of %zu bytes: out of memory", cap);
+        free(b);
+        return -HP_ENOMEM;
+    }
+    b->cap = cap;
+    b->peer = -1;
+    *out = b;
+    return 0;
+}
+
+void *hp_msg_buf_payload(struct hp_msg_buf *b)
+{
+    return b->data + HDR_BYTES;
+}
+
+const struct hp_msg_header *hp_msg_buf_header(const struct hp_msg_buf *b)
+{
+    return (const struct hp_msg_header *)b->data;
+}
+
+size_t hp_msg_buf_cap(const struct hp_msg_buf *b)
+{
+    return b->cap;
+}
+
+int hp_comm_send_start(struct hp_comm *comm, int peer, const struct hp_msg_header *h,
+                       struct hp_msg_buf *b)
+{
+    struct hp_msg_header hdr;
+    struct peer *p;
+    int ret;
+
+    if (b->req != NULL) {
+        hp_error("cannot send to rank %d: the message buffer is still being sent", peer);
+        return -HP_EINVAL;
+    }
+    if (h->payload_bytes > b->cap) {
+        hp_error("cannot send to rank %d: payload of %" PRIu64 " bytes exceeds the buffer's %zu",
+                 peer, h->payload_bytes, b->cap);
+        return -HP_EINVAL;
+    }
+    ret = send_prepare(comm, peer, h, 1, &hdr, &p);
+    if (ret < 0)
+        return ret;
+    memcpy(b->data, &hdr, HDR_BYTES);
+    b->bytes = HDR_BYTES + (size_t)h->payload_bytes;
+    b->peer = peer;
+    return send_post(comm, peer, p, b->data, b->bytes, h->type, &b->req);
+}
+
+int hp_comm_send_wait(struct hp_comm *comm, struct hp_msg_buf *b, int timeout_ms)
+{
+    void *req = b->req;
+
+    if (req == NULL)
+        return 0;
+    b->req = NULL;
+    return send_finish(comm, b->peer, req, b->bytes, timeout_ms);
+}
+
+int hp_comm_recv_buf(struct hp_comm *comm, int peer, int type, struct hp_msg_buf *b, int timeout_ms)
+{
+    if (b->req != NULL) {
+        hp_error("cannot receive into a message buffer that is still being sent");
+        return -HP_EINVAL;
+    }
+    if (!recv_args_ok(comm, peer, type, 1, b->cap))
+        return -HP_EINVAL;
+    return recv_into(comm, peer, type, b->data, b->cap, timeout_ms);
+}
+
+void hp_msg_buf_destroy(struct hp_comm *comm, struct hp_msg_buf *b)
+{
+    if (b == NULL)
+        return;
+    if (b->req != NULL)
+        hp_comm_send_wait(comm, b, CLOSE_TIMEOUT_MS);
+    free(b->data);
+    free(b);
 }
 
 /* Flush then close an endpoint, each within CLOSE_TIMEOUT_MS; force the close if the flush

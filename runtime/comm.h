@@ -36,7 +36,9 @@ enum hp_msg_type {
     HP_MSG_PUSH = 3,       /* a wave's summed updates, worker -> PS shard */
     HP_MSG_PULL = 4,       /* global weights, PS shard -> worker (or the request for them) */
     HP_MSG_CONTROL = 5,    /* bootstrap, barriers, shutdown */
+    HP_MSG_EVAL = 6,       /* evaluation: activations forward, results back */
 };
+#define HP_MSG_TYPE_LAST HP_MSG_EVAL
 
 /* The fixed header of every message (64 bytes, host byte order). Fields that do not apply to
  * a message (vw, stage, minibatch, clock of a control message) are -1. */
@@ -94,9 +96,37 @@ int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, 
  * and src/type must match the tag) before anything is returned. On -HP_ETIMEOUT the posted
  * receive is cancelled, so a later message is left for the next call; a message that fails
  * validation (or is longer than 64 + cap bytes) is consumed and gives -HP_EPROTOCOL. *h and
- * payload are written only on success. timeout_ms < 0 waits without a limit. */
+ * payload are written only on success. timeout_ms < 0 waits without a limit. When the
+ * endpoint to `peer` reports a failure (the peer died: UCX's peer error handling, e.g. a TCP
+ * reset or a failed keepalive) the receive is cancelled and gives -HP_EIO at once. */
 int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header *h, void *payload,
                  size_t cap, int timeout_ms);
+
+/* Message buffers: a header and up to `cap` payload bytes in one allocation, so that a send
+ * or a receive needs no staging copy, and a send can be in flight while the caller computes
+ * (two ranks that send to each other at once must not both block in a send: with UCX's
+ * rendezvous protocol a large send completes only once the peer posts its receive). */
+struct hp_msg_buf;
+int hp_msg_buf_create(size_t cap, struct hp_msg_buf **out);
+/* Waits (at most about a second) for a send still in flight, then frees. NULL is allowed. */
+void hp_msg_buf_destroy(struct hp_comm *comm, struct hp_msg_buf *b);
+void *hp_msg_buf_payload(struct hp_msg_buf *b); /* where the payload goes (cap bytes) */
+const struct hp_msg_header *hp_msg_buf_header(const struct hp_msg_buf *b);
+size_t hp_msg_buf_cap(const struct hp_msg_buf *b);
+
+/* Start sending `h` and h->payload_bytes bytes of b's payload to `peer` (stamped as by
+ * hp_comm_send) and return at once. b is busy until hp_comm_send_wait: neither its payload
+ * may be written nor may it be sent or received into again. */
+int hp_comm_send_start(struct hp_comm *comm, int peer, const struct hp_msg_header *h,
+                       struct hp_msg_buf *b);
+/* Wait for b's send to complete (0 at once when none is in flight); on a timeout or an error
+ * as hp_comm_send. */
+int hp_comm_send_wait(struct hp_comm *comm, struct hp_msg_buf *b, int timeout_ms);
+
+/* hp_comm_recv into b: the header at hp_msg_buf_header(b), the payload (at most b's cap) at
+ * hp_msg_buf_payload(b). */
+int hp_comm_recv_buf(struct hp_comm *comm, int peer, int type, struct hp_msg_buf *b,
+                     int timeout_ms);
 
 /* Flush and close every endpoint (at most about a second each), destroy the worker and the
  * context, free the comm. NULL is allowed. */

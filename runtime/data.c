@@ -1,5 +1,6 @@
 /* data.c - reading Fashion-MNIST's gzip IDX files with zlib. */
 #include "data.h"
+#include "rng.h"
 
 #include "error.h"
 #include "log.h"
@@ -191,5 +192,18 @@ void hp_dataset_gather(const struct hp_dataset *d, const int *idx, int n, float 
     for (int i = 0; i < n; i++) {
         memcpy(images + (size_t)i * sz, d->images + (size_t)idx[i] * sz, sz * sizeof(float));
         labels[i] = d->labels[idx[i]];
+    }
+}
+
+/* Seeded Fisher-Yates permutation of 0..n-1 for one epoch. */
+void hp_permute(int *idx, int n, uint64_t seed)
+{
+    for (int i = 0; i < n; i++)
+        idx[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(hp_rng_u64(seed, (uint64_t)i) % (uint64_t)(i + 1));
+        int t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
     }
 }

@@ -37,4 +37,8 @@ void hp_dataset_release(struct hp_dataset *d);
 void hp_dataset_gather(const struct hp_dataset *d, const int *idx, int n, float *images,
                        int32_t *labels);
 
+/* idx = a seeded Fisher-Yates permutation of 0..n-1 (one epoch's order in hetpipe train and
+ * in the pipeline: the same seed gives the same order in both). */
+void hp_permute(int *idx, int n, uint64_t seed);
+
 #endif

@@ -598,6 +598,11 @@ static float *grad_dst(struct hp_net *net, int t)
 
 int hp_net_backward(struct hp_net *net, int slot)
 {
+    return hp_net_backward_weights(net, slot, NULL);
+}
+
+int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights)
+{
     struct hp_backend *be = net->be;
     const struct hp_backend_ops *ops = be->ops;
     int rc = 0;
@@ -617,11 +622,13 @@ int hp_net_backward(struct hp_net *net, int slot)
         const float *dy = net->tensors[o->out].grad;
         const size_t n = net->tensors[o->out].size;
         float *dx = grad_dst(net, tin);
+        /* the weights (or gamma) this op's forward used: the stashed version, if given */
+        const float *w = weights && o->w ? weights + (o->w - net->params) : o->w;
         const double t0 = net->prof ? (ops->sync(be), hp_now_s()) : 0.0;
 
         switch (op->type) {
         case HP_OP_CONV:
-            rc = ops->conv_backward(be, o->conv, x, o->w, dy, dx, o->gw, o->gb, net->workspace);
+            rc = ops->conv_backward(be, o->conv, x, w, dy, dx, o->gw, o->gb, net->workspace);
             break;
         case HP_OP_LINEAR: {
             const int in = (int)hp_shape_size(op->in_shape), b = net->cfg.batch;
@@ -632,14 +639,14 @@ int hp_net_backward(struct hp_net *net, int slot)
                 rc = ops->bias_grad(be, dy, o->gb, b, op->filters);
             /* dx [batch, in] = dy [batch, out] w [out, in] */
             if (!rc && dx)
-                rc = ops->gemm(be, 0, 0, b, in, op->filters, 1.0f, dy, op->filters, o->w, in, 0.0f,
-                               dx, in);
+                rc = ops->gemm(be, 0, 0, b, in, op->filters, 1.0f, dy, op->filters, w, in, 0.0f, dx,
+                               in);
             break;
         }
         case HP_OP_BN: {
             const float *save = extra(net, slot, o);
             /* batch norm's parameter gradients are needed even when dx is not */
-            rc = ops->bn_backward(be, &o->d.bn, x, dy, o->w, save, save + op->in_shape.c,
+            rc = ops->bn_backward(be, &o->d.bn, x, dy, w, save, save + op->in_shape.c,
                                   dx ? dx : net->scratch, o->gw, o->gb);
             break;
         }

@@ -72,6 +72,11 @@ int hp_net_loss(struct hp_net *net, int slot, const int32_t *labels_host, int n,
  * if configured, the input gradient. Must follow a training forward of the same slot. */
 int hp_net_backward(struct hp_net *net, int slot);
 
+/* hp_net_backward with the parameters read from `weights` (a device vector laid out as
+ * hp_net_params, e.g. the version a pipeline stashed when this slot ran forward) instead of
+ * the net's current ones; gradients still go to hp_net_grads. NULL: the current ones. */
+int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights);
+
 /* SGD step on all parameters from the current gradients. */
 int hp_net_sgd(struct hp_net *net, float lr, float momentum, float weight_decay);
 

@@ -32,19 +32,6 @@ void hp_train_opts_init(struct hp_train_opts *o)
     o->log_every = 100;
 }
 
-/* Seeded Fisher-Yates permutation of 0..n-1 for one epoch. */
-static void permute(int *idx, int n, uint64_t seed)
-{
-    for (int i = 0; i < n; i++)
-        idx[i] = i;
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)(hp_rng_u64(seed, (uint64_t)i) % (uint64_t)(i + 1));
-        int t = idx[i];
-        idx[i] = idx[j];
-        idx[j] = t;
-    }
-}
-
 /* Evaluate on `d` (first `limit` samples, 0 = all) in minibatches; the last one is padded
  * by repeating samples, which are not counted. */
 static int evaluate(struct hp_net *net, struct hp_backend *be, const struct hp_dataset *d,
@@ -85,7 +72,7 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
     struct hp_model *model = NULL;
     struct hp_backend *be = NULL;
     struct hp_net *net = NULL;
-    FILE *csv = NULL;
+    FILE *csv = NULL, *slog = NULL;
     float *himg = NULL;
     int32_t *hlab = NULL;
     int *perm = NULL, *idx = NULL;
@@ -147,6 +134,15 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
         }
         fprintf(csv, "split,epoch,step,seconds,loss,accuracy,images_per_s\n");
     }
+    if (o->step_log) {
+        slog = fopen(o->step_log, "w");
+        if (!slog) {
+            rc = -errno;
+            hp_error("cannot write step log '%s': %s", o->step_log, hp_strerror(rc));
+            goto out;
+        }
+        fprintf(slog, "step,loss\n");
+    }
     printf("hetpipe train: model %s (%zu parameters, %d units) on %s, %d epochs of %d steps, "
            "batch %d, lr %g, seed %llu\n",
            model->name, model->nparams, model->nunits, be->name, o->epochs, steps_per_epoch,
@@ -157,7 +153,7 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
         double lsum = 0.0, t_int = hp_now_s();
         long csum = 0, nint = 0;
 
-        permute(perm, ntrain, hp_rng_derive(o->seed, 0x1000 + (uint64_t)epoch));
+        hp_permute(perm, ntrain, hp_rng_derive(o->seed, 0x1000 + (uint64_t)epoch));
         for (int s = 0; s < steps_per_epoch; s++, step++) {
             const double t0 = hp_now_s();
             const float lr =
@@ -182,6 +178,8 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
             lsum += l;
             csum += c;
             nint++;
+            if (slog)
+                fprintf(slog, "%ld,%.9e\n", step, l / o->batch);
             if (!isfinite(l)) {
                 hp_error("loss is %g at step %ld: training diverged (lower --lr)", l, step);
                 rc = -HP_ERANGE;
@@ -236,6 +234,10 @@ out:
     if (csv && fclose(csv) != 0 && rc == 0) {
         rc = -errno;
         hp_error("cannot write metrics file '%s': %s", o->metrics, hp_strerror(rc));
+    }
+    if (slog && fclose(slog) != 0 && rc == 0) {
+        rc = -errno;
+        hp_error("cannot write step log '%s': %s", o->step_log, hp_strerror(rc));
     }
     free(himg);
     free(hlab);

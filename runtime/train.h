@@ -16,6 +16,7 @@ struct hp_train_opts {
     const char *device;   /* cpu | cuda | auto */
     const char *data_dir; /* NULL: hp_dataset_dir() */
     const char *metrics;  /* CSV path, NULL: none */
+    const char *step_log; /* "step,loss" of every step (mean loss, %.9e), NULL: none */
     int epochs;
     int batch;
     float lr, momentum, weight_decay;

@@ -1,0 +1,53 @@
+/* bootstrap.h - how the ranks of a job find each other: every rank publishes one blob (its
+ * UCX worker address) and collects everybody's.
+ *
+ * Two ways:
+ * - local (hetpipe run --local): through files in a private directory (mode 0700, owned by
+ *   the caller; anything else is refused). Rank r writes "addr.<r>" by write-then-rename
+ *   (a temporary name, fsync, rename), so a reader sees a whole file or none. A file holds a
+ *   small validated header (magic, version, rank, nranks, blob length, checksum) and the blob.
+ * - pmix (srun --mpi=pmix): PMIx_Init gives rank and job size; PMIx_Put (global scope) +
+ *   PMIx_Commit + PMIx_Fence (collecting data, with a timeout) + PMIx_Get per peer.
+ *
+ * A peer that does not show up within the timeout gives -HP_ETIMEOUT and one error that names
+ * the missing ranks (at most a few, then a count); a malformed file gives -HP_EPROTOCOL naming
+ * the file and the field. Never a hang. PMIx status codes never leave bootstrap.c.
+ */
+#ifndef HP_BOOTSTRAP_H
+#define HP_BOOTSTRAP_H
+
+#include <stddef.h>
+
+struct hp_comm;
+struct hp_boot;
+
+/* Local bootstrap of rank `rank` of `nranks` through directory `dir` (which must exist, be a
+ * directory owned by the caller with mode 0700). */
+int hp_boot_local_open(const char *dir, int rank, int nranks, struct hp_boot **out);
+
+/* PMIx bootstrap: PMIx_Init; rank and size come from PMIx. -HP_EUNSUPPORTED when the
+ * process was not started by a PMIx server (say so and suggest srun --mpi=pmix). */
+int hp_boot_pmix_open(struct hp_boot **out);
+
+/* 1 when the environment says a PMIx server started us (PMIX_NAMESPACE / PMIX_RANK set). */
+int hp_boot_pmix_present(void);
+
+int hp_boot_rank(const struct hp_boot *b);
+int hp_boot_size(const struct hp_boot *b);
+const char *hp_boot_kind(const struct hp_boot *b); /* "local" or "pmix" */
+
+/* Publish `blob` (len bytes, 1 <= len <= 64 KiB) for this rank and collect every rank's.
+ * Call once. timeout_ms >= 0 bounds the whole wait. */
+int hp_boot_allgather(struct hp_boot *b, const void *blob, size_t len, int timeout_ms);
+
+/* After hp_boot_allgather: rank r's blob (owned by b, valid until hp_boot_close). */
+const void *hp_boot_blob(const struct hp_boot *b, int r, size_t *len);
+
+/* Exchange comm's worker address through b and connect to every rank (itself included). */
+int hp_boot_wireup(struct hp_boot *b, struct hp_comm *comm, int timeout_ms);
+
+/* Free; PMIx_Finalize under pmix. Local files stay (peers may still be reading them); the
+ * launcher removes the directory. NULL is allowed. */
+void hp_boot_close(struct hp_boot *b);
+
+#endif

@@ -1,0 +1,95 @@
+/* pipeline.h - one worker rank: stage s of virtual worker v, trained by pipelined model
+ * parallelism (DESIGN.md section 6).
+ *
+ * Data: stage 0 reads Fashion-MNIST; VW v of N takes minibatches v, v + N, v + 2N, ... of a
+ * seeded per-epoch permutation (the same permutation as hetpipe train), the last partial one
+ * dropped. Labels travel with the activations, so only stage 0 reads the data set.
+ *
+ * Messages (runtime/comm.h), between the ranks of neighbouring stages:
+ *   ACTIVATION s -> s+1: the stage's output [batch, ...] floats, then batch int32 labels;
+ *   GRADIENT s+1 -> s:   the gradient of s+1's input, then the minibatch's loss sum and
+ *                        correct count (two doubles) from the last stage, for stage 0's
+ *                        progress line;
+ *   EVAL s -> s+1:       test activations and labels, then the number of samples that count;
+ *   EVAL last -> stage 0: the test set's loss sum, correct count and samples.
+ * Each header carries vw, stage and the minibatch index the receiver expects; any other is a
+ * protocol error. Sends are asynchronous (two buffers per direction), receives block with the
+ * peer timeout: a peer that dies or stops gives an error, never a hang.
+ *
+ * Schedule, fixed so that runs are reproducible: stage s keeps at most w_s = the plan's
+ * in_flight (min(Nm, k - s)) minibatches between forward and backward; it runs a forward when
+ * fewer are outstanding and minibatches remain, else the backward of the oldest. That is
+ * w_s forwards, then one-backward-one-forward, then the remaining backwards (1F1B). Since
+ * w_s >= w_{s+1} the schedule cannot deadlock. The pipeline drains at the end of each epoch,
+ * then the test set runs forward through it.
+ *
+ * Updates and weight stashing: after each minibatch's backward pass the stage applies its
+ * SGD step (momentum, weight decay, the learning-rate schedule of hetpipe train, by the
+ * minibatch's global step). A minibatch's backward pass uses exactly the weights its forward
+ * pass used: before an update, the current weights are copied into a stash buffer if an
+ * outstanding minibatch ran forward on them, and that minibatch's backward reads the stash
+ * (at most w_s - 1 stashed versions, as the memory model counts).
+ *
+ * With Nm = 1 every stage sees the same weights, data, dropout seeds and float operations as
+ * hetpipe train with the same seed: the per-step losses and the final parameters are equal
+ * bit for bit.
+ *
+ * Emulated GPU types (emulate = S > 0): each forward (and backward) pass of the stage's units
+ * is padded by sleeping to S x the cost model's time for the stage's GPU type, and each send
+ * to S x the link's transfer time (the planner's model: transfers do not overlap compute), so
+ * a CPU rank runs like its GPU type, S times slower. S must be large enough that padding
+ * dominates; the time not padded is reported.
+ */
+#ifndef HP_PIPELINE_H
+#define HP_PIPELINE_H
+
+#include "cluster.h"
+#include "comm.h"
+#include "gpudb.h"
+#include "model.h"
+#include "plan.h"
+
+#include <stdint.h>
+
+struct hp_worker_opts {
+    const char *device;   /* cpu | cuda | auto */
+    const char *data_dir; /* NULL: hp_dataset_dir() */
+    int epochs;
+    float lr, momentum, weight_decay;
+    int cosine;
+    int train_limit, test_limit; /* 0: all */
+    int log_every;               /* progress lines on stage 0 of VW 0 (0: none) */
+    double emulate;              /* S, 0: off */
+    int timeout_ms;              /* how long a receive waits for a peer */
+    const char *metrics;         /* CSV (stage 0 of VW 0), NULL: none */
+    const char *step_log;        /* "step,loss" per minibatch (stage 0 of VW 0), NULL: none */
+    const char *weight_log;      /* per minibatch: weight versions and hashes used (tests) */
+    const char *stats;           /* this rank's timing and memory summary (key = value) */
+    int no_stash;                /* debug: backward uses the current weights (to show that the
+                                    stashing test catches it) */
+};
+
+void hp_worker_opts_init(struct hp_worker_opts *o);
+
+/* What a worker measured. */
+struct hp_worker_result {
+    long minibatches;
+    double train_s;                          /* training phase, evaluation excluded */
+    double compute_s, pad_s, comm_s, other_s; /* time in: net ops, emulation sleeps, waiting for
+                                               peers (send/recv), everything else */
+    double images_per_s;                     /* the VW's rate (stage 0) */
+    double test_loss, test_acc;              /* stage 0 */
+    uint64_t param_hash;                     /* FNV-1a over the VW's parameters, stage by stage
+                                                (the last stage has the whole chain) */
+    size_t mem_peak;                         /* device bytes, measured */
+    double mem_predicted;                    /* the plan's */
+};
+
+/* Run worker rank `rank` of `plan` (model loaded, cluster as in the plan) over `comm`,
+ * already connected to every rank. 0 or a negative code (logged). */
+int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
+                  const struct hp_gpudb *db, const struct hp_model *model, int rank,
+                  struct hp_comm *comm, const struct hp_worker_opts *o,
+                  struct hp_worker_result *res);
+
+#endif

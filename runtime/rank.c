@@ -1,0 +1,255 @@
+/* rank.c - hetpipe-rank: one process of a job. Reads the plan, finds its role from its rank,
+ * bootstraps the transport (PMIx under srun --mpi=pmix, address files under hetpipe run
+ * --local), and runs its pipeline stage (runtime/pipeline.h).
+ *
+ *   hetpipe-rank --plan FILE [--rank R --boot-dir DIR] [training options]
+ *
+ * The rank comes from PMIx when a PMIx server started the process, else from --rank (or
+ * $HETPIPE_RANK). Exit status 0 on success, 1 on any failure (logged, naming the cause).
+ */
+#include "bootstrap.h"
+#include "backend.h"
+#include "comm.h"
+#include "error.h"
+#include "gpudb.h"
+#include "ini.h"
+#include "log.h"
+#include "model.h"
+#include "pipeline.h"
+#include "plan.h"
+#include "planfile.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hetpipe-rank --plan FILE [--rank R --boot-dir DIR] [options]\n"
+            "  --plan FILE        the job's plan file (hetpipe plan --out, hetpipe run)\n"
+            "  --rank R           this process's rank (default $HETPIPE_RANK; from PMIx under srun)\n"
+            "  --boot-dir DIR     private directory (mode 0700) for the address files\n"
+            "  --config FILE      site config with the GPU database\n"
+            "  --device D         cpu (default), cuda or auto\n"
+            "  --epochs N --lr X --momentum X --weight-decay X --schedule cosine|constant\n"
+            "  --train-limit N --test-limit N --log-every N --data DIR --threads N\n"
+            "  --emulate S        pad compute and transfers to S x the cost model's time (0: off)\n"
+            "  --timeout SEC      how long to wait for a peer (default 60)\n"
+            "  --metrics FILE --step-log FILE --weight-log PREFIX --stats FILE\n"
+            "  --no-stash         debug: backward passes use the current weights\n");
+}
+
+static int num(const char *opt, const char *v, double min, double max, double *out)
+{
+    if (hp_parse_double(v, min, max, out)) {
+        hp_error("option '--%s': '%s' is not a number in %g..%g", opt, v, min, max);
+        return -HP_EINVAL;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    enum { O_PLAN = 256, O_RANK, O_BOOT, O_CONFIG, O_DEVICE, O_EPOCHS, O_LR, O_MOM, O_WD, O_SCHED,
+           O_TRL, O_TEL, O_LOG, O_DATA, O_THREADS, O_EMU, O_TIMEOUT, O_METRICS, O_STEPLOG,
+           O_WLOG, O_STATS, O_NOSTASH };
+    static const struct option opts[] = {
+        {"plan", required_argument, 0, O_PLAN},
+        {"rank", required_argument, 0, O_RANK},
+        {"boot-dir", required_argument, 0, O_BOOT},
+        {"config", required_argument, 0, O_CONFIG},
+        {"device", required_argument, 0, O_DEVICE},
+        {"epochs", required_argument, 0, O_EPOCHS},
+        {"lr", required_argument, 0, O_LR},
+        {"momentum", required_argument, 0, O_MOM},
+        {"weight-decay", required_argument, 0, O_WD},
+        {"schedule", required_argument, 0, O_SCHED},
+        {"train-limit", required_argument, 0, O_TRL},
+        {"test-limit", required_argument, 0, O_TEL},
+        {"log-every", required_argument, 0, O_LOG},
+        {"data", required_argument, 0, O_DATA},
+        {"threads", required_argument, 0, O_THREADS},
+        {"emulate", required_argument, 0, O_EMU},
+        {"timeout", required_argument, 0, O_TIMEOUT},
+        {"metrics", required_argument, 0, O_METRICS},
+        {"step-log", required_argument, 0, O_STEPLOG},
+        {"weight-log", required_argument, 0, O_WLOG},
+        {"stats", required_argument, 0, O_STATS},
+        {"no-stash", no_argument, 0, O_NOSTASH},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    struct hp_worker_opts o;
+    const char *plan_path = NULL, *boot_dir = getenv("HETPIPE_BOOT_DIR"), *config = NULL;
+    const char *rank_env = getenv("HETPIPE_RANK");
+    long rank = -1;
+    double x;
+    int c, rc = 0;
+
+    hp_worker_opts_init(&o);
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1 && !rc) {
+        switch (c) {
+        case O_PLAN: plan_path = optarg; break;
+        case O_RANK:
+            if (hp_parse_long(optarg, 0, 1 << 20, &rank)) {
+                hp_error("option '--rank': '%s' is not a rank 0..%d", optarg, 1 << 20);
+                rc = -HP_EINVAL;
+            }
+            break;
+        case O_BOOT: boot_dir = optarg; break;
+        case O_CONFIG: config = optarg; break;
+        case O_DEVICE:
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda") && strcmp(optarg, "auto")) {
+                hp_error("option '--device': unknown device '%s' (allowed: cpu, cuda, auto)",
+                         optarg);
+                rc = -HP_EINVAL;
+            }
+            o.device = optarg;
+            break;
+        case O_EPOCHS: if (!(rc = num("epochs", optarg, 1, 10000, &x))) o.epochs = (int)x; break;
+        case O_LR: if (!(rc = num("lr", optarg, 1e-8, 10, &x))) o.lr = (float)x; break;
+        case O_MOM: if (!(rc = num("momentum", optarg, 0, 0.999, &x))) o.momentum = (float)x; break;
+        case O_WD: if (!(rc = num("weight-decay", optarg, 0, 1, &x))) o.weight_decay = (float)x; break;
+        case O_SCHED:
+            if (strcmp(optarg, "cosine") == 0 || strcmp(optarg, "constant") == 0)
+                o.cosine = strcmp(optarg, "cosine") == 0;
+            else {
+                hp_error("option '--schedule': unknown schedule '%s' (allowed: cosine, constant)",
+                         optarg);
+                rc = -HP_EINVAL;
+            }
+            break;
+        case O_TRL: if (!(rc = num("train-limit", optarg, 0, 60000, &x))) o.train_limit = (int)x; break;
+        case O_TEL: if (!(rc = num("test-limit", optarg, 0, 10000, &x))) o.test_limit = (int)x; break;
+        case O_LOG: if (!(rc = num("log-every", optarg, 0, 1e9, &x))) o.log_every = (int)x; break;
+        case O_DATA: o.data_dir = optarg; break;
+        case O_THREADS:
+            if (!(rc = num("threads", optarg, 1, 1024, &x)))
+                hp_backend_cpu_set_threads((int)x);
+            break;
+        case O_EMU: if (!(rc = num("emulate", optarg, 0, 1e9, &x))) o.emulate = x; break;
+        case O_TIMEOUT:
+            if (!(rc = num("timeout", optarg, 0.1, 86400, &x)))
+                o.timeout_ms = (int)(x * 1000.0);
+            break;
+        case O_METRICS: o.metrics = optarg; break;
+        case O_STEPLOG: o.step_log = optarg; break;
+        case O_WLOG: o.weight_log = optarg; break;
+        case O_STATS: o.stats = optarg; break;
+        case O_NOSTASH: o.no_stash = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (rc)
+        return 2;
+    if (optind < argc) {
+        hp_error("unexpected argument '%s' (see hetpipe-rank --help)", argv[optind]);
+        return 2;
+    }
+    if (!plan_path) {
+        hp_error("option '--plan' is required (a plan file from hetpipe plan --out or hetpipe run)");
+        return 2;
+    }
+    /* started by hetpipe run --local: die with the launcher */
+    if (getenv("HETPIPE_PARENT")) {
+        long parent;
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (!hp_parse_long(getenv("HETPIPE_PARENT"), 1, 1L << 30, &parent) &&
+            getppid() != (pid_t)parent)
+            return 1;
+    }
+
+    struct hp_gpudb db = {0};
+    struct hp_plan plan = {0};
+    struct hp_cluster cl = {0};
+    struct hp_model *model = NULL;
+    struct hp_boot *boot = NULL;
+    struct hp_comm *comm = NULL;
+    struct hp_worker_result res;
+    char token_hex[33] = {0};
+    uint8_t token[HP_MSG_TOKEN_LEN];
+
+    char confpath[4096];
+    if (!config) {
+        rc = hp_gpudb_default_path(confpath, sizeof(confpath));
+        config = confpath;
+    }
+    if (!rc)
+        rc = hp_gpudb_load(config, &db);
+    if (!rc)
+        rc = hp_planfile_load(plan_path, &db, &plan, &cl, token_hex);
+    if (!rc)
+        rc = hp_model_load(plan.model, &model);
+    if (rc)
+        goto out;
+    for (int i = 0; i < HP_MSG_TOKEN_LEN; i++) {
+        unsigned byte;
+        if (sscanf(token_hex + 2 * i, "%2x", &byte) != 1) {
+            hp_error("%s: the token is not 32 hexadecimal digits", plan_path);
+            rc = -HP_ECONFIG;
+            goto out;
+        }
+        token[i] = (uint8_t)byte;
+    }
+    if (hp_boot_pmix_present()) {
+        rc = hp_boot_pmix_open(&boot);
+    } else {
+        if (rank < 0 && rank_env && hp_parse_long(rank_env, 0, 1 << 20, &rank)) {
+            hp_error("HETPIPE_RANK='%s' is not a rank", rank_env);
+            rc = -HP_EINVAL;
+        } else if (rank < 0 || !boot_dir) {
+            hp_error("not started by a PMIx server (srun --mpi=pmix), so --rank (or "
+                     "$HETPIPE_RANK) and --boot-dir (or $HETPIPE_BOOT_DIR) are required");
+            rc = -HP_EINVAL;
+        } else if (rank >= plan.nranks) {
+            hp_error("rank %ld is out of range: the plan has %d ranks", rank, plan.nranks);
+            rc = -HP_EINVAL;
+        } else {
+            rc = hp_boot_local_open(boot_dir, (int)rank, plan.nranks, &boot);
+        }
+    }
+    if (rc)
+        goto out;
+    rank = hp_boot_rank(boot);
+    if (hp_boot_size(boot) != plan.nranks) {
+        hp_error("the job has %d ranks but plan %s has %d", hp_boot_size(boot), plan_path,
+                 plan.nranks);
+        rc = -HP_ECONFIG;
+        goto out;
+    }
+    if (plan.nvws > 1) {
+        hp_error("plan %s has %d virtual workers: data parallelism across virtual workers "
+                 "(parameter servers, WSP) is not in this version; plan one virtual worker "
+                 "(e.g. --policy ed on nodes of one GPU each, or np on one node)",
+                 plan_path, plan.nvws);
+        rc = -HP_EUNSUPPORTED;
+        goto out;
+    }
+    rc = hp_comm_create((int)rank, plan.nranks, token, &comm);
+    if (!rc)
+        rc = hp_boot_wireup(boot, comm, o.timeout_ms);
+    if (rc)
+        goto out;
+    if (rank >= plan.nranks - plan.nshards) {
+        /* a PS shard of a one-VW plan has nothing to serve yet */
+        rc = 0;
+        goto out;
+    }
+    rc = hp_worker_run(&plan, &cl, &db, model, (int)rank, comm, &o, &res);
+out:
+    hp_comm_destroy(comm);
+    hp_boot_close(boot);
+    hp_model_destroy(model);
+    hp_plan_release(&plan);
+    hp_cluster_release(&cl);
+    hp_gpudb_release(&db);
+    if (rc && rc != -HP_EINVAL)
+        hp_error("rank %ld failed: %s", rank, hp_strerror(rc));
+    return rc ? 1 : 0;
+}
