@@ -23,6 +23,10 @@
 #include "train.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +46,7 @@ static void usage(FILE *f)
                "  time     time training steps of a model on random data\n"
                "  plan     plan virtual workers, stages and parameter placement for a cluster\n"
                "  profile  measure every unit's forward/backward time and memory on this device\n"
+               "  run      run a job: --local forks its ranks here, emulating the GPU types\n"
                "  version  print the version\n"
                "\n"
                "'hetpipe <command> --help' shows a command's options.\n");
@@ -690,6 +695,439 @@ done:
     return rc ? 1 : 0;
 }
 
+/* ---- run --local ---------------------------------------------------------------------- */
+
+static void run_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hetpipe run --local [options] [training options]\n"
+            "  --local              fork the ranks on this machine, CPU ranks emulating the\n"
+            "                       cluster's GPU types (no Slurm needed)\n"
+            "  --cluster FILE|NAME  cluster to emulate (default demo: etc/clusters/demo.ini)\n"
+            "  --model NAME|PATH    model (default cnn)\n"
+            "  --policy P           np, ed (default), hd, auto\n"
+            "  --placement P        default or local\n"
+            "  --nm N|auto          minibatches in flight per virtual worker (default auto)\n"
+            "  --batch N            minibatch (default 64)    --seed N   (default 1)\n"
+            "  --emulate auto|off|S emulated time = S x the cost model's (default auto: S so\n"
+            "                       that padding dominates the real CPU time)\n"
+            "  --run-dir DIR        where the plan, address files and logs go (default a new\n"
+            "                       private directory, removed after a successful run)\n"
+            "  --keep               keep the run directory\n"
+            "  --config FILE        site config\n"
+            "training options, passed to every rank: --epochs N (default 5) --lr X --momentum X\n"
+            "  --weight-decay X --schedule S --train-limit N --test-limit N --log-every N\n"
+            "  --data DIR --metrics FILE --step-log FILE --weight-log PREFIX --timeout SEC\n"
+            "  --device D --threads N --no-stash\n");
+}
+
+/* Whole-model forward + backward seconds per minibatch on this CPU (median of 3). */
+static double cpu_step_seconds(const struct hp_model *m, int batch)
+{
+    struct hp_backend *be = NULL;
+    struct hp_net *net = NULL;
+    const struct hp_net_config cfg = {.batch = batch, .nslots = 1, .need_input_grad = 0};
+    double t[3] = {0, 0, 0};
+
+    if (hp_backend_cpu_create(&be) || hp_net_create(be, m, 0, m->nunits, &cfg, &net) ||
+        hp_net_init_params(net, 1)) {
+        hp_net_destroy(net);
+        hp_backend_destroy(be);
+        return 0.0;
+    }
+    for (int s = 0; s < 4; s++) {
+        const double t0 = hp_now_s();
+        hp_net_forward(net, 0, 1, (uint64_t)s);
+        hp_net_backward(net, 0);
+        if (s > 0)
+            t[s - 1] = hp_now_s() - t0;
+    }
+    hp_net_destroy(net);
+    hp_backend_destroy(be);
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            if (t[j] < t[i]) {
+                double x = t[i];
+                t[i] = t[j];
+                t[j] = x;
+            }
+    return t[1];
+}
+
+static volatile sig_atomic_t run_interrupted;
+static void run_on_signal(int sig)
+{
+    run_interrupted = sig;
+}
+
+static void describe_rank(const struct hp_plan *p, const struct hp_cluster *cl,
+                          const struct hp_gpudb *db, int r, char *buf, size_t n)
+{
+    int base = 0;
+
+    for (int v = 0; v < p->nvws; v++) {
+        const struct hp_vw_plan *vw = &p->vws[v];
+        if (r < base + vw->nstages) {
+            const struct hp_stage_plan *st = &vw->stages[r - base];
+            const struct hp_gpu *g = &cl->gpus[st->gpu];
+            snprintf(buf, n, "vw %d stage %d, %s on %s", v, r - base, db->types[g->type].name,
+                     cl->nodes[g->node].name);
+            return;
+        }
+        base += vw->nstages;
+    }
+    snprintf(buf, n, "PS shard %d", r - base);
+}
+
+static void tail_file(const char *path, int lines)
+{
+    char cmd[8400];
+
+    snprintf(cmd, sizeof(cmd), "tail -n %d '%s' 1>&2", lines, path);
+    if (system(cmd) != 0)
+        return;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    static const char *plan_opts[] = {"cluster", "model", "policy", "placement", "nm", "nm-max",
+                                      "batch", "seed", "config", "staleness", NULL};
+    static const char *rank_opts[] = {"epochs", "lr", "momentum", "weight-decay", "schedule",
+                                      "train-limit", "test-limit", "log-every", "data", "metrics",
+                                      "step-log", "weight-log", "timeout", "device", "threads",
+                                      "stats", NULL};
+    const char *pargv[64], *rargv[96];
+    int pargc = 0, rargc = 0, local = 0, keep = 0, rc = 0;
+    const char *cluster = "demo", *model = "cnn", *policy = "ed", *batch = "64", *config = NULL;
+    const char *emulate = "auto", *run_dir = NULL;
+    char cluster_path[4096], dir[4096], plan_path[4200], boot[4200], confpath[4096];
+    char rank_bin[4096], emu[64], token[33];
+
+    rargv[rargc++] = "hetpipe-rank";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            run_usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--local") == 0) {
+            local = 1;
+            continue;
+        }
+        if (strcmp(a, "--keep") == 0) {
+            keep = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-stash") == 0) {
+            rargv[rargc++] = a;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0 || i + 1 >= argc) {
+            hp_error("run: '%s' is not an option with a value (see hetpipe run --help)", a);
+            return 2;
+        }
+        const char *name = a + 2, *val = argv[++i];
+        int known = 0;
+        if (strcmp(name, "emulate") == 0) {
+            emulate = val;
+            continue;
+        }
+        if (strcmp(name, "run-dir") == 0) {
+            run_dir = val;
+            continue;
+        }
+        for (int k = 0; plan_opts[k]; k++)
+            if (strcmp(name, plan_opts[k]) == 0) {
+                known = 1;
+                if (strcmp(name, "cluster") == 0)
+                    cluster = val;
+                else if (strcmp(name, "model") == 0)
+                    model = val;
+                else if (strcmp(name, "policy") == 0)
+                    policy = val;
+                else if (strcmp(name, "batch") == 0)
+                    batch = val;
+                else {
+                    if (strcmp(name, "config") == 0)
+                        config = val;
+                    if (pargc + 2 >= 50)
+                        return 2;
+                    pargv[pargc++] = a;
+                    pargv[pargc++] = val;
+                }
+            }
+        for (int k = 0; !known && rank_opts[k]; k++)
+            if (strcmp(name, rank_opts[k]) == 0) {
+                known = 1;
+                if (rargc + 2 >= 80)
+                    return 2;
+                rargv[rargc++] = a;
+                rargv[rargc++] = val;
+            }
+        if (!known) {
+            hp_error("run: unknown option '%s' (see hetpipe run --help)", a);
+            return 2;
+        }
+    }
+    if (!local) {
+        hp_error("run: only --local is supported: it forks the ranks on this machine (inside a "
+                 "Slurm allocation the ranks are started with srun --mpi=pmix)");
+        return 2;
+    }
+    /* a cluster name is a file of etc/clusters (or the installed clusters) */
+    if (strchr(cluster, '/') || strstr(cluster, ".ini"))
+        snprintf(cluster_path, sizeof(cluster_path), "%s", cluster);
+    else {
+        snprintf(cluster_path, sizeof(cluster_path), "etc/clusters/%s.ini", cluster);
+        if (access(cluster_path, R_OK) != 0)
+            snprintf(cluster_path, sizeof(cluster_path), "%s/clusters/%s.ini", HP_DATADIR,
+                     cluster);
+    }
+    if (!config) {
+        if (hp_gpudb_default_path(confpath, sizeof(confpath)))
+            return 1;
+        config = confpath;
+    }
+    /* the rank binary: next to this one */
+    {
+        const char *env = getenv("HETPIPE_RANK_BIN");
+        ssize_t n = readlink("/proc/self/exe", rank_bin, sizeof(rank_bin) - 16);
+        if (env)
+            snprintf(rank_bin, sizeof(rank_bin), "%s", env);
+        else if (n > 0) {
+            rank_bin[n] = 0;
+            char *slash = strrchr(rank_bin, '/');
+            strcpy(slash ? slash + 1 : rank_bin, "hetpipe-rank");
+        }
+        if (access(rank_bin, X_OK) != 0) {
+            hp_error("run: cannot execute the rank program '%s' (build it with make, or set "
+                     "HETPIPE_RANK_BIN)",
+                     rank_bin);
+            return 1;
+        }
+    }
+    /* the private run directory */
+    if (run_dir) {
+        snprintf(dir, sizeof(dir), "%s", run_dir);
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+            hp_error("run: cannot create run directory '%s': %s", dir, strerror(errno));
+            return 1;
+        }
+        chmod(dir, 0700);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(dir, sizeof(dir), "%s/hetpipe-run.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(dir)) {
+            hp_error("run: cannot create a run directory in %s: %s", tmp ? tmp : "/tmp",
+                     strerror(errno));
+            return 1;
+        }
+    }
+    snprintf(plan_path, sizeof(plan_path), "%s/plan.ini", dir);
+    snprintf(boot, sizeof(boot), "%s/boot", dir);
+    if (mkdir(boot, 0700) != 0 && errno != EEXIST) {
+        hp_error("run: cannot create '%s': %s", boot, strerror(errno));
+        return 1;
+    }
+    chmod(boot, 0700);
+
+    /* plan (prints the table) */
+    {
+        const char *av[80];
+        int ac = 0;
+        av[ac++] = "plan";
+        av[ac++] = "--cluster";
+        av[ac++] = cluster_path;
+        av[ac++] = "--model";
+        av[ac++] = model;
+        av[ac++] = "--policy";
+        av[ac++] = policy;
+        av[ac++] = "--batch";
+        av[ac++] = batch;
+        for (int i = 0; i < pargc; i++)
+            av[ac++] = pargv[i];
+        av[ac++] = "--out";
+        av[ac++] = plan_path;
+        av[ac] = NULL;
+        optind = 0;
+        if (cmd_plan(ac, (char **)av) != 0)
+            return 1;
+        fflush(stdout);
+    }
+    struct hp_gpudb db = {0};
+    struct hp_plan plan = {0};
+    struct hp_cluster cl = {0};
+    struct hp_model *m = NULL;
+    if ((rc = hp_gpudb_load(config, &db)) ||
+        (rc = hp_planfile_load(plan_path, &db, &plan, &cl, token)) ||
+        (rc = hp_model_load(plan.model, &m)))
+        return 1;
+    if (plan.nvws > 1) {
+        hp_error("run: the plan has %d virtual workers; this version pipelines one virtual "
+                 "worker (data parallelism across virtual workers, with parameter servers and "
+                 "WSP, comes next). Use --policy ed on a cluster of one-GPU nodes (e.g. the "
+                 "demo cluster) or np on one node",
+                 plan.nvws);
+        rc = -HP_EUNSUPPORTED;
+        goto done;
+    }
+    /* emulation scale */
+    {
+        double S = 0.0;
+        if (strcmp(emulate, "off") == 0)
+            S = 0.0;
+        else if (strcmp(emulate, "auto") == 0) {
+            const int workers = plan.nranks - plan.nshards;
+            long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+            double gpu = 0.0;
+            for (int s = 0; s < plan.vws[0].nstages; s++)
+                gpu += plan.vws[0].stages[s].compute_s;
+            const double cpu = cpu_step_seconds(m, plan.opts.batch);
+            const double margin = 2.0 * (workers > ncpu && ncpu > 0 ? (double)workers / ncpu : 1.0);
+            S = gpu > 0.0 && cpu > 0.0 ? margin * cpu / gpu : 0.0;
+            printf("emulation: whole model %.2f ms per minibatch on this CPU, %.3f ms on the "
+                   "planned GPUs: scale %.0f (emulated time = %.0f x the GPUs')\n",
+                   1e3 * cpu, 1e3 * gpu, S, S);
+        } else if (opt_double("emulate", emulate, 0.0, 1e9, &S)) {
+            rc = -HP_EINVAL;
+            goto done;
+        }
+        snprintf(emu, sizeof(emu), "%.9g", S);
+        rargv[rargc++] = "--emulate";
+        rargv[rargc++] = emu;
+    }
+    rargv[rargc++] = "--plan";
+    rargv[rargc++] = plan_path;
+    rargv[rargc++] = "--boot-dir";
+    rargv[rargc++] = boot;
+    rargv[rargc++] = "--config";
+    rargv[rargc++] = config;
+    rargv[rargc] = NULL;
+    fflush(stdout);
+
+    /* fork the ranks */
+    const int n = plan.nranks;
+    pid_t *pids = calloc((size_t)n, sizeof(pid_t));
+    if (!pids) {
+        rc = -HP_ENOMEM;
+        goto done;
+    }
+    char parent[32];
+    snprintf(parent, sizeof(parent), "%ld", (long)getpid());
+    struct sigaction sa = {0};
+    sa.sa_handler = run_on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    for (int r = 0; r < n; r++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            hp_error("run: cannot fork rank %d: %s", r, strerror(errno));
+            rc = -HP_EIO;
+            break;
+        }
+        if (pid == 0) {
+            char rs[16], logp[4300];
+            snprintf(rs, sizeof(rs), "%d", r);
+            setenv("HETPIPE_RANK", rs, 1);
+            setenv("HETPIPE_PARENT", parent, 1);
+            setenv("OPENBLAS_NUM_THREADS", getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "1", 1);
+            snprintf(logp, sizeof(logp), "%s/rank-%d.log", dir, r);
+            int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (fd >= 0 && r > 0) {
+                dup2(fd, 1);
+                dup2(fd, 2);
+            }
+            if (fd > 2)
+                close(fd);
+            execv(rank_bin, (char **)rargv);
+            fprintf(stderr, "hetpipe run: cannot execute %s: %s\n", rank_bin, strerror(errno));
+            _exit(127);
+        }
+        pids[r] = pid;
+    }
+    /* supervise: the first rank that fails stops the others */
+    int alive = 0, failed = -1;
+    for (int r = 0; r < n; r++)
+        alive += pids[r] > 0;
+    if (rc && alive) {
+        for (int r = 0; r < n; r++)
+            if (pids[r] > 0)
+                kill(pids[r], SIGTERM);
+    }
+    double kill_at = 0.0;
+    while (alive > 0) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid == 0 || (pid < 0 && errno == EINTR)) {
+            if (run_interrupted && failed < 0) {
+                hp_error("run: interrupted (signal %d): stopping the ranks", (int)run_interrupted);
+                failed = n;
+                for (int r = 0; r < n; r++)
+                    if (pids[r] > 0)
+                        kill(pids[r], SIGTERM);
+                kill_at = hp_now_s() + 5.0;
+            }
+            if (kill_at > 0.0 && hp_now_s() > kill_at) {
+                for (int r = 0; r < n; r++)
+                    if (pids[r] > 0)
+                        kill(pids[r], SIGKILL);
+                kill_at = 0.0;
+            }
+            usleep(20000);
+            continue;
+        }
+        if (pid < 0)
+            break;
+        int r = 0;
+        while (r < n && pids[r] != pid)
+            r++;
+        if (r == n)
+            continue;
+        pids[r] = 0;
+        alive--;
+        const int bad = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+        if (bad && failed < 0) {
+            char role[256], logp[4300];
+            failed = r;
+            describe_rank(&plan, &cl, &db, r, role, sizeof(role));
+            if (WIFSIGNALED(status))
+                hp_error("run: rank %d (%s) was killed by signal %d (%s); stopping the others",
+                         r, role, WTERMSIG(status), strsignal(WTERMSIG(status)));
+            else
+                hp_error("run: rank %d (%s) failed with exit status %d; stopping the others", r,
+                         role, WEXITSTATUS(status));
+            snprintf(logp, sizeof(logp), "%s/rank-%d.log", dir, r);
+            if (r > 0 && WIFEXITED(status)) {
+                fprintf(stderr, "last lines of %s:\n", logp);
+                fflush(stderr);
+                tail_file(logp, 5);
+            }
+            for (int q = 0; q < n; q++)
+                if (pids[q] > 0)
+                    kill(pids[q], SIGTERM);
+            kill_at = hp_now_s() + 5.0;
+        }
+    }
+    free(pids);
+    if (failed >= 0 || rc) {
+        fprintf(stderr, "hetpipe run: failed; plan, logs and address files kept in %s\n", dir);
+        rc = rc ? rc : -HP_EIO;
+    } else if (!keep && !run_dir) {
+        char cmd[4200];
+        snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", dir);
+        if (system(cmd) != 0)
+            hp_warn("run: could not remove %s", dir);
+    } else {
+        printf("hetpipe run: plan and logs in %s\n", dir);
+    }
+done:
+    hp_model_destroy(m);
+    hp_plan_release(&plan);
+    hp_cluster_release(&cl);
+    hp_gpudb_release(&db);
+    return rc ? 1 : 0;
+}
+
 /* ---- profile -------------------------------------------------------------------------- */
 
 static int cmd_profile(int argc, char **argv)
@@ -879,7 +1317,9 @@ int main(int argc, char **argv)
         return cmd_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "profile") == 0)
         return cmd_profile(argc - 1, argv + 1);
-    hp_error("unknown command '%s' (allowed: train, model, time, plan, profile, version; see "
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc - 1, argv + 1);
+    hp_error("unknown command '%s' (allowed: train, model, time, plan, profile, run, version; see "
              "hetpipe --help)",
              cmd);
     return 2;

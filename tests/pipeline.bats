@@ -1,0 +1,122 @@
+#!/usr/bin/env bats
+# Ranks that pipeline: hetpipe run --local forks hetpipe-rank processes that talk over UCX.
+
+setup() {
+    HETPIPE=${HETPIPE:-build/hetpipe}
+    TMP=$(mktemp -d)
+    export OPENBLAS_NUM_THREADS=1
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+# cluster_of TYPE... : a cluster of one-GPU nodes, so that --policy ed makes one VW of them
+cluster_of() {
+    {
+        echo "[cluster]"
+        echo "name = test$#"
+        i=1
+        for t in "$@"; do
+            printf '\n[node%d]\ngpus = %s:1\n' "$i" "$t"
+            i=$((i + 1))
+        done
+    } > "$TMP/c$#.ini"
+    echo "$TMP/c$#.ini"
+}
+
+# equal_to_train K [env...]: a K-stage VW with Nm = 1 gives hetpipe train's per-step losses
+# and final parameters, bit for bit (tolerance 0), over 50 steps
+equal_to_train() {
+    k=$1
+    # shellcheck disable=SC2046
+    c=$(cluster_of $(echo titanv titanrtx rtx2060 p4000 | cut -d' ' -f1-"$k"))
+    run "$HETPIPE" run --local --cluster "$c" --policy ed --nm 1 --emulate off --epochs 1 \
+        --train-limit 3200 --test-limit 500 --log-every 0 --step-log "$TMP/pipe.csv"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"this one of $k stages, Nm 1"* ]]
+    pipe_hash=$(echo "$output" | sed -n 's/.*parameters hash \([0-9a-f]*\).*/\1/p')
+    run "$HETPIPE" train --model cnn --device cpu --epochs 1 --train-limit 3200 --test-limit 500 \
+        --log-every 0 --step-log "$TMP/train.csv"
+    [ "$status" -eq 0 ]
+    train_hash=$(echo "$output" | sed -n 's/.*parameter hash \([0-9a-f]*\).*/\1/p')
+    [ "$(wc -l < "$TMP/pipe.csv")" -eq 51 ]
+    diff "$TMP/pipe.csv" "$TMP/train.csv"
+    [ -n "$pipe_hash" ]
+    [ "$pipe_hash" = "$train_hash" ]
+}
+
+@test "2 stages, Nm 1, shared memory: the same losses and weights as hetpipe train" {
+    equal_to_train 2
+}
+
+@test "3 stages, Nm 1, shared memory: the same losses and weights as hetpipe train" {
+    equal_to_train 3
+}
+
+@test "4 stages, Nm 1, shared memory: the same losses and weights as hetpipe train" {
+    equal_to_train 4
+}
+
+@test "4 stages, Nm 1, TCP on loopback: the same losses and weights as hetpipe train" {
+    export UCX_TLS=tcp,self UCX_NET_DEVICES=lo
+    equal_to_train 4
+}
+
+@test "weight stashing: every backward pass uses its forward pass's weights (Nm 4)" {
+    c=$(cluster_of titanv titanrtx rtx2060 p4000)
+    run "$HETPIPE" run --local --cluster "$c" --policy ed --nm 4 --emulate off --epochs 1 \
+        --train-limit 1920 --test-limit 200 --log-every 0 --weight-log "$TMP/w"
+    [ "$status" -eq 0 ]
+    # columns: vw,stage,minibatch,fwd_version,bwd_version,updates_at_bwd,fwd_hash,bwd_hash
+    for r in 0 1 2 3; do
+        [ "$(wc -l < "$TMP/w.$r")" -eq 31 ]
+        awk -F, 'NR > 1 && ($4 != $5 || $7 != $8) { bad++ } END { exit bad > 0 }' "$TMP/w.$r"
+    done
+    # the test means something: on stage 0 updates happen between forward and backward
+    awk -F, 'NR > 1 && $6 > $4 { n++ } END { exit !(n >= 20) }' "$TMP/w.0"
+    # and without stashing the same check fails
+    run "$HETPIPE" run --local --cluster "$c" --policy ed --nm 4 --emulate off --epochs 1 \
+        --train-limit 1920 --test-limit 200 --log-every 0 --weight-log "$TMP/n" --no-stash
+    [ "$status" -eq 0 ]
+    ! awk -F, 'NR > 1 && $7 != $8 { bad++ } END { exit bad > 0 }' "$TMP/n.0"
+}
+
+@test "killing one rank: the others stop within 10 s and run names the dead rank" {
+    c=$(cluster_of titanv titanrtx rtx2060 p4000)
+    "$HETPIPE" run --local --cluster "$c" --policy ed --emulate 400 --epochs 1 --log-every 0 \
+        --run-dir "$TMP/run" > "$TMP/out" 2>&1 &
+    runpid=$!
+    for _ in $(seq 100); do
+        [ -s "$TMP/run/boot/addr.7" ] && break
+        sleep 0.1
+    done
+    sleep 1.5
+    victim=$(pgrep -f "hetpipe-rank.*$TMP/run" | sed -n 3p)
+    [ -n "$victim" ]
+    kill -9 "$victim"
+    start=$(date +%s)
+    wait "$runpid" && st=0 || st=$?
+    end=$(date +%s)
+    cat "$TMP/out"
+    [ "$st" -ne 0 ]
+    [ $((end - start)) -le 10 ]
+    grep -q "was killed by signal 9" "$TMP/out"
+    [ -z "$(pgrep -f "hetpipe-rank.*$TMP/run")" ]
+}
+
+@test "hetpipe run refuses bad input clearly" {
+    run "$HETPIPE" run --cluster demo
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"only --local is supported"* ]]
+    run "$HETPIPE" run --local --frobnicate 3
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"unknown option '--frobnicate'"* ]]
+    run "$HETPIPE" run --local --policy ed --cluster etc/clusters/local4.ini --epochs 1
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"the plan has 4 virtual workers"* ]]
+    run "$HETPIPE" run --local --epochs 0 --train-limit 640
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"option '--epochs'"* ]]
+}
