@@ -414,7 +414,10 @@ static int recv_into(struct hp_comm *comm, int peer, int type, uint8_t *buf, siz
     tag = (peer == HP_COMM_ANY_PEER ? 0 : (ucp_tag_t)peer << 32) | (ucp_tag_t)type;
     mask = peer == HP_COMM_ANY_PEER ? TAG_MASK_TYPE : TAG_MASK_ALL;
 
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
+    /* No immediate completion: UCX before 1.16 leaves recv_info unfilled when a message that
+     * was already waiting completes the receive at once (openucx/ucx#9425), so always take
+     * a request and read the tag info from it. */
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.recv_info.tag_info = &info;
     req = ucp_tag_recv_nbx(comm->worker, buf, HDR_BYTES + cap, tag, mask, &param);
     if (UCS_PTR_IS_ERR(req)) {

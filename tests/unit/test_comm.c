@@ -356,6 +356,40 @@ START_TEST(recv_times_out)
 }
 END_TEST
 
+/* A message that is already waiting when the receive is posted (the receive completes at
+ * once inside UCX) is returned whole, with its header and tag (openucx/ucx#9425: UCX 1.13
+ * leaves the tag info of an immediate completion unfilled). */
+START_TEST(recv_of_waiting_message)
+{
+    struct hp_comm *comm;
+    struct hp_msg_header h = {.type = HP_MSG_CONTROL,
+                              .vw = -1,
+                              .stage = -1,
+                              .minibatch = 5,
+                              .clock = -1,
+                              .payload_bytes = 4};
+    const void *addr;
+    uint8_t out[4] = {1, 2, 3, 4}, in[4] = {0};
+    size_t len;
+
+    ck_assert_int_eq(hp_comm_create(0, 1, job_token, &comm), 0);
+    ck_assert_int_eq(hp_comm_address(comm, &addr, &len), 0);
+    ck_assert_int_eq(hp_comm_connect(comm, 0, addr, len), 0);
+    ck_assert_int_eq(hp_comm_send(comm, 0, &h, out, OP_TIMEOUT_MS), 0);
+    /* progress until the message has landed in the unexpected queue */
+    test_capture_begin();
+    ck_assert_int_eq(hp_comm_recv(comm, 0, HP_MSG_PULL, &h, NULL, 0, 50), -HP_ETIMEOUT);
+    test_capture_end();
+    memset(&h, 0, sizeof(h));
+    ck_assert_int_eq(hp_comm_recv(comm, 0, HP_MSG_CONTROL, &h, in, sizeof(in), OP_TIMEOUT_MS), 0);
+    ck_assert_int_eq(h.src, 0);
+    ck_assert_int_eq(h.minibatch, 5);
+    ck_assert_uint_eq(h.payload_bytes, 4);
+    ck_assert_int_eq(memcmp(in, out, 4), 0);
+    hp_comm_destroy(comm);
+}
+END_TEST
+
 START_TEST(wrong_token_refused)
 {
     struct hp_comm *comm = NULL;
@@ -392,6 +426,7 @@ Suite *suite_comm(void)
     tcase_add_test(t, two_ranks_tcp_loopback);
     tcase_add_test(t, recv_times_out);
     tcase_add_test(t, wrong_token_refused);
+    tcase_add_test(t, recv_of_waiting_message);
     suite_add_tcase(s, t);
     return s;
 }
