@@ -662,12 +662,13 @@ static int open_files(struct stage *g)
 
 static int write_stats(const struct stage *g, const struct hp_worker_result *r)
 {
-    char tmp[4096];
+    char path[4096], tmp[4200];
     FILE *f;
 
     if (!g->o->stats)
         return 0;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", g->o->stats);
+    snprintf(path, sizeof(path), "%s.%d", g->o->stats, g->rank);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     if (!(f = open_out(tmp, "stats")))
         return -HP_EIO;
     fprintf(f,
@@ -679,8 +680,8 @@ static int write_stats(const struct stage *g, const struct hp_worker_result *r)
             g->st->u0, g->st->u1 - 1, g->w, g->o->emulate, r->minibatches, r->train_s,
             r->compute_s, r->pad_s, r->comm_s, r->other_s, r->images_per_s,
             g->plan->vws[g->v].rate, r->mem_peak, r->mem_predicted, r->test_acc);
-    if (fclose(f) != 0 || rename(tmp, g->o->stats) != 0) {
-        hp_error("cannot write stats file '%s': %s", g->o->stats, strerror(errno));
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        hp_error("cannot write stats file '%s': %s", path, strerror(errno));
         return -HP_EIO;
     }
     return 0;

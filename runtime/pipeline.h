@@ -63,8 +63,10 @@ struct hp_worker_opts {
     int timeout_ms;              /* how long a receive waits for a peer */
     const char *metrics;         /* CSV (stage 0 of VW 0), NULL: none */
     const char *step_log;        /* "step,loss" per minibatch (stage 0 of VW 0), NULL: none */
-    const char *weight_log;      /* per minibatch: weight versions and hashes used (tests) */
-    const char *stats;           /* this rank's timing and memory summary (key = value) */
+    const char *weight_log;      /* PREFIX: per minibatch, the weight versions and hashes used
+                                    (tests), in PREFIX.<rank> */
+    const char *stats;           /* PREFIX: this rank's timing and memory summary (key = value)
+                                    in PREFIX.<rank> */
     int no_stash;                /* debug: backward uses the current weights (to show that the
                                     stashing test catches it) */
 };

@@ -120,3 +120,28 @@ equal_to_train() {
     [ "$status" -ne 0 ]
     [[ "$output" == *"option '--epochs'"* ]]
 }
+
+@test "emulation: a p4000 stage is slower than a titanv stage by the database's ratio (10%)" {
+    for t in titanv p4000; do
+        c=$(cluster_of "$t")
+        mv "$c" "$TMP/$t.ini"
+        run "$HETPIPE" run --local --cluster "$TMP/$t.ini" --policy ed --emulate 200 \
+            --epochs 1 --train-limit 1280 --test-limit 64 --log-every 0 --stats "$TMP/$t"
+        [ "$status" -eq 0 ]
+    done
+    get() { sed -n "s/^$2 = //p" "$TMP/$1.0"; }
+    measured=$(awk -v a="$(get titanv images_per_s)" -v b="$(get p4000 images_per_s)" 'BEGIN { print a / b }')
+    predicted=$(awk -v a="$(get titanv predicted_images_per_s)" \
+        -v b="$(get p4000 predicted_images_per_s)" 'BEGIN { print a / b }')
+    echo "titanv/p4000 speed: measured $measured, database $predicted"
+    awk -v m="$measured" -v p="$predicted" 'BEGIN { exit !(p > 1.5 && m / p > 0.9 && m / p < 1.1) }'
+}
+
+@test "a 4-stage virtual worker with the planner's Nm trains the CNN to >= 88% in 2 epochs" {
+    run "$HETPIPE" run --local --policy ed --emulate off --epochs 2 --log-every 0
+    echo "$output" | tail -5
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"this one of 4 stages, Nm 4"* ]]
+    acc=$(echo "$output" | sed -n 's/^epoch 2\/2 test loss .* accuracy \([0-9.]*\)%.*/\1/p')
+    awk -v a="$acc" 'BEGIN { exit !(a >= 88.0) }'
+}
