@@ -41,9 +41,13 @@ double hp_partition_stage_cost(const struct hp_cost *c, const struct hp_cluster 
     return t;
 }
 
+/* Minibatches stage s keeps between forward and backward in one-forward-one-backward with
+ * Nm in flight in the VW: k - s when Nm >= k (PipeDream's schedule); with fewer, Nm - s, and
+ * at least 1 (a stage that waited for more forwards before its backward would only stall). */
 static int in_flight(int nm, int k, int s)
 {
-    return nm < k - s ? nm : k - s;
+    const int m = (nm < k ? nm : k) - s;
+    return m < 1 ? 1 : m;
 }
 
 int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,

@@ -4,7 +4,7 @@
  * of the VW's order. The cost of a stage is its compute time (forward + backward of one
  * minibatch) plus the time to send its output activation forward and its input gradient
  * back (transfers are not assumed to overlap compute, a conservative choice). With Nm
- * minibatches in flight and one-forward-one-backward, stage s keeps min(Nm, k - s) of them
+ * minibatches in flight and one-forward-one-backward, stage s keeps max(1, min(Nm, k) - s) of them
  * (and as many weight versions); the VW's rate is
  *     min(Nm / round_trip, 1 / bottleneck)  minibatches per second,
  * where bottleneck is the slowest stage's cost and round_trip the sum of all compute and

@@ -17,7 +17,7 @@
  * peer timeout: a peer that dies or stops gives an error, never a hang.
  *
  * Schedule, fixed so that runs are reproducible: stage s keeps at most w_s = the plan's
- * in_flight (min(Nm, k - s)) minibatches between forward and backward; it runs a forward when
+ * in_flight (max(1, min(Nm, k) - s)) minibatches between forward and backward; it runs a forward when
  * fewer are outstanding and minibatches remain, else the backward of the oldest. That is
  * w_s forwards, then one-backward-one-forward, then the remaining backwards (1F1B). Since
  * w_s >= w_{s+1} the schedule cannot deadlock. The pipeline drains at the end of each epoch,
