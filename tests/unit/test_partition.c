@@ -208,7 +208,8 @@ START_TEST(plans_fit_memory)
             ck_assert_int_le(vw.nm, 6);
             for (int s = 0; s < vw.nstages; s++) {
                 const struct hp_stage_plan *st = &vw.stages[s];
-                const int m_s = vw.nm < n - s ? vw.nm : n - s;
+                /* one-forward-one-backward: max(1, min(Nm, k) - s) */
+                const int m_s = (vw.nm < n ? vw.nm : n) - s < 1 ? 1 : (vw.nm < n ? vw.nm : n) - s;
                 ck_assert_int_eq(st->u0, next);
                 ck_assert_int_gt(st->u1, st->u0);
                 next = st->u1;
