@@ -10,7 +10,8 @@
  *   PMIx_Commit + PMIx_Fence (collecting data, with a timeout) + PMIx_Get per peer.
  *
  * A peer that does not show up within the timeout gives -HP_ETIMEOUT and one error that names
- * the missing ranks (at most a few, then a count); a malformed file gives -HP_EPROTOCOL naming
+ * the missing ranks (at most a few, then a count; under PMIx, whose fence does not say who is
+ * missing, the error says the fence timed out); a malformed file gives -HP_EPROTOCOL naming
  * the file and the field. Never a hang. PMIx status codes never leave bootstrap.c.
  */
 #ifndef HP_BOOTSTRAP_H
@@ -37,13 +38,18 @@ int hp_boot_size(const struct hp_boot *b);
 const char *hp_boot_kind(const struct hp_boot *b); /* "local" or "pmix" */
 
 /* Publish `blob` (len bytes, 1 <= len <= 64 KiB) for this rank and collect every rank's.
- * Call once. timeout_ms >= 0 bounds the whole wait. */
+ * Call once (a call refused for its arguments does not count). timeout_ms >= 0 bounds the
+ * whole wait (PMIx rounds it up to whole seconds); a negative one is -HP_EINVAL, as there is
+ * no waiting without a limit. Local: a file already there that fails validation is
+ * -HP_EPROTOCOL at once, not retried (files appear whole, by rename). */
 int hp_boot_allgather(struct hp_boot *b, const void *blob, size_t len, int timeout_ms);
 
-/* After hp_boot_allgather: rank r's blob (owned by b, valid until hp_boot_close). */
+/* After a successful hp_boot_allgather: rank r's blob (owned by b, valid until
+ * hp_boot_close); NULL before, or for r outside [0, size). */
 const void *hp_boot_blob(const struct hp_boot *b, int r, size_t *len);
 
-/* Exchange comm's worker address through b and connect to every rank (itself included). */
+/* Exchange comm's worker address through b (hp_boot_allgather, so once per b) and connect to
+ * every rank, itself included. comm must have been created for b's rank and size. */
 int hp_boot_wireup(struct hp_boot *b, struct hp_comm *comm, int timeout_ms);
 
 /* Free; PMIx_Finalize under pmix. Local files stay (peers may still be reading them); the

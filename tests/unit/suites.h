@@ -13,5 +13,6 @@ Suite *suite_cluster(void);
 Suite *suite_partition(void);
 Suite *suite_plan(void);
 Suite *suite_comm(void);
+Suite *suite_bootstrap(void);
 
 #endif
