@@ -97,13 +97,14 @@ GPU_CHECK  := $(BUILD)/tests/gpu_check_ops
 BENCH_CPU  := $(BUILD)/tests/bench_train_cpu
 TORCH_REF  := $(BUILD)/tests/torch_ref
 BENCH_PLANS := $(BUILD)/tests/bench_plans
+BOOT_CHECK := $(BUILD)/tests/boot_check
 
 ALL_OBJS := $(LIB_OBJS) $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/runtime/rank.o $(UNIT_SRCS:%.c=$(BUILD)/%.o) \
             $(BUILD)/tests/gpu/check_ops.o $(BUILD)/tests/bench/train_cpu.o \
-            $(BUILD)/tests/bench/torch_ref.o $(BUILD)/tests/bench/plans.o
+            $(BUILD)/tests/bench/torch_ref.o $(BUILD)/tests/bench/plans.o $(BUILD)/tests/boot_check.o
 
 .PHONY: all check install uninstall format clean features bench gpu-check
-all: features $(HETPIPE) $(HETPIPE_RANK) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(BENCH_PLANS)
+all: features $(HETPIPE) $(HETPIPE_RANK) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(BENCH_PLANS) $(BOOT_CHECK)
 
 features:
 	@echo "hetpipe: features: cpu backend (OpenBLAS): yes"
@@ -149,8 +150,11 @@ $(TORCH_REF): $(BUILD)/tests/bench/torch_ref.o $(LIB)
 $(BENCH_PLANS): $(BUILD)/tests/bench/plans.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
+$(BOOT_CHECK): $(BUILD)/tests/boot_check.o $(LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+
 check: all
-	@HETPIPE=$(abspath $(HETPIPE)) UNIT_TESTS=$(abspath $(UNIT_TESTS)) sh tests/run.sh
+	@HETPIPE=$(abspath $(HETPIPE)) BOOT_CHECK=$(abspath $(BOOT_CHECK)) UNIT_TESTS=$(abspath $(UNIT_TESTS)) sh tests/run.sh
 
 bench: all
 	sh tests/bench/train_cpu

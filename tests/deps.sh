@@ -5,7 +5,8 @@
 set -eu
 
 PKGS="build-essential pkg-config libopenblas-dev libiniparser-dev check zlib1g-dev
-dataset-fashion-mnist bats clang-format libucx-dev ucx-utils"
+dataset-fashion-mnist bats clang-format libucx-dev ucx-utils libpmix-dev
+slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libslurm-dev"
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,81 @@
+#!/usr/bin/env bats
+# Bootstrap under a real Slurm: a four-node cluster with typed GPUs on this machine
+# (tests/slurm/cluster.sh), and srun --mpi=pmix jobs whose ranks find each other through PMIx
+# and talk over UCX (tests/boot_check.c). Skipped unless root with Slurm and munge installed.
+
+setup_file() {
+    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    export ROOT
+    if [ "$(id -u)" -ne 0 ]; then
+        skip "a Slurm test cluster needs root"
+    fi
+    for b in slurmctld slurmd srun munged; do
+        command -v "$b" > /dev/null 2>&1 || skip "'$b' not installed (sh tests/deps.sh)"
+    done
+    # a cluster of its own, beside any that a developer keeps running
+    export HP_SLURM_DIR="$BATS_FILE_TMPDIR/slurm"
+    export HP_SLURM_PORT=${HP_SLURM_TEST_PORT:-26817}
+    export SLURM_CONF="$HP_SLURM_DIR/slurm.conf"
+    run sh "$ROOT/tests/slurm/cluster.sh" start
+    echo "$output"
+    [ "$status" -eq 0 ]
+    echo "# slurm: $(echo "$output" | grep 'idle nodes in')" >&3
+}
+
+teardown_file() {
+    if [ -n "${HP_SLURM_DIR:-}" ] && [ -f "$HP_SLURM_DIR/slurm.conf" ]; then
+        sh "$ROOT/tests/slurm/cluster.sh" stop
+    fi
+}
+
+setup() {
+    BOOT_CHECK=${BOOT_CHECK:-build/tests/boot_check}
+    case $BOOT_CHECK in
+    /*) ;;
+    *) BOOT_CHECK="$ROOT/$BOOT_CHECK" ;;
+    esac
+    [ -x "$BOOT_CHECK" ] || skip "$BOOT_CHECK not built (make)"
+}
+
+# expect_ring N: $output has "rank R of N: ok (pmix)" once for every R in 0..N-1, and no other
+# line but those
+expect_ring() {
+    [ "$(echo "$output" | wc -l)" -eq "$1" ]
+    r=0
+    while [ "$r" -lt "$1" ]; do
+        [ "$(echo "$output" | grep -cx "rank $r of $1: ok (pmix)")" -eq 1 ]
+        r=$((r + 1))
+    done
+}
+
+@test "four idle nodes with four GPUs of one type each" {
+    run scontrol -o show node
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(echo "$output" | grep -c 'State=IDLE ')" -eq 4 ]
+    for pair in node1:titanv node2:titanrtx node3:rtx2060 node4:p4000; do
+        echo "$output" | grep "^NodeName=${pair%%:*} " | grep -q "Gres=gpu:${pair#*:}:4 "
+    done
+}
+
+@test "srun --mpi=pmix -N2 -n4: four ranks bootstrap through PMIx and pass a ring" {
+    run timeout 60 srun --mpi=pmix -N2 -n4 "$BOOT_CHECK"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    expect_ring 4
+}
+
+@test "the same over UCX's TCP on loopback" {
+    export UCX_TLS=tcp,self UCX_NET_DEVICES=lo
+    run timeout 60 srun --mpi=pmix -N2 -n4 "$BOOT_CHECK"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    expect_ring 4
+}
+
+@test "without --mpi=pmix a rank says how to start it" {
+    run timeout 60 srun -N1 -n1 "$BOOT_CHECK"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"srun --mpi=pmix"* ]]
+}
