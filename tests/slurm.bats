@@ -92,3 +92,20 @@ expect_ring() {
     [ "$status" -ne 0 ]
     [[ "$output" == *"srun --mpi=pmix"* ]]
 }
+
+@test "hetpipe-rank under srun --mpi=pmix -N4 -n8 pipelines the CNN as hetpipe run --local does" {
+    hetpipe=${HETPIPE:-build/hetpipe}
+    case $hetpipe in /*) ;; *) hetpipe="$ROOT/$hetpipe" ;; esac
+    tmp=$(mktemp -d)
+    "$hetpipe" plan --cluster "$ROOT/etc/clusters/demo.ini" --model cnn --policy ed --batch 64 \
+        --nm 1 --out "$tmp/plan.ini" > /dev/null
+    run timeout 120 srun --mpi=pmix -N4 -n8 -K env OPENBLAS_NUM_THREADS=1 \
+        "$(dirname "$hetpipe")/hetpipe-rank" --plan "$tmp/plan.ini" \
+        --config "$ROOT/etc/hetpipe.conf" --epochs 1 --train-limit 3200 --test-limit 500 \
+        --log-every 0
+    echo "$output"
+    rm -rf "$tmp"
+    [ "$status" -eq 0 ]
+    # Nm 1: the same parameters as hetpipe train with the same seed (cli and pipeline tests)
+    [[ "$output" == *"parameters hash 64b58c60b3a66739"* ]]
+}
