@@ -150,6 +150,13 @@ $(TORCH_REF): $(BUILD)/tests/bench/torch_ref.o $(LIB)
 $(BENCH_PLANS): $(BUILD)/tests/bench/plans.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
+# Activation transfer bandwidth against ucx_perftest: run by hand (sh tests/bench/transfer).
+BENCH_COMM_BW := $(BUILD)/tests/bench_comm_bw
+ALL_OBJS += $(BUILD)/tests/bench/comm_bw.o
+all: $(BENCH_COMM_BW)
+$(BENCH_COMM_BW): $(BUILD)/tests/bench/comm_bw.o $(LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+
 $(BOOT_CHECK): $(BUILD)/tests/boot_check.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
