@@ -5,21 +5,42 @@
 #include "error.h"
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #define HDR_BYTES sizeof(struct hp_msg_header)
 #define TAG_MASK_ALL UINT64_MAX
 #define TAG_MASK_TYPE UINT64_C(0xffffffff)
 #define CLOSE_TIMEOUT_MS 1000
+#define LIVENESS_MS 100
+
+/* What a rank publishes ahead of its UCP worker address (hp_comm_address): where it runs. UCX
+ * 1.13's shared-memory transports (sysv, posix, cma) cannot report a peer's failure, so an
+ * endpoint created with UCP_ERR_HANDLING_MODE_PEER never gets them and goes over TCP even to a
+ * rank on the same host. A peer with our kernel (boot id) and pid namespace is connected
+ * without UCX's peer error handling instead (shared memory), and its exit is seen through a
+ * pidfd, so that a receive from it still fails at once when it dies. */
+struct locator {
+    char boot_id[40]; /* /proc/sys/kernel/random/boot_id, NUL-padded; "" when unknown */
+    uint64_t pidns;   /* inode of /proc/self/ns/pid */
+    int64_t pid;
+};
 
 struct peer {
     ucp_ep_h ep;          /* NULL until connected, and again after a failure */
     ucs_status_t failure; /* set by the error handler (UCS_OK while healthy) */
+    int pidfd;            /* a peer on this host: readable once it has exited; -1 otherwise */
+    int64_t next_check_ms;
 };
 
 struct hp_comm {
@@ -30,11 +51,11 @@ struct hp_comm {
     ucp_worker_h worker;
     ucp_address_t *address;
     size_t address_len;
+    uint8_t *published; /* struct locator, then the UCP address */
+    size_t published_len;
     struct peer *peers; /* [nranks] */
     uint8_t *sbuf;      /* send staging: header + payload */
     size_t sbuf_cap;
-    uint8_t *rbuf; /* receive staging: header + payload */
-    size_t rbuf_cap;
 };
 
 static int from_ucs(ucs_status_t status)
@@ -85,20 +106,58 @@ static ucs_status_t wait_request(struct hp_comm *comm, void *req, int64_t deadli
     return status;
 }
 
+/* Whether the process behind `pidfd` has exited (a zombie counts as exited). */
+static int exited(int pidfd)
+{
+    struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+
+    return poll(&pfd, 1, 0) > 0;
+}
+
 /* As wait_request, but give up early (UCS_ERR_CONNECTION_RESET) when the endpoint to `peer`
- * (>= 0) reports a failure: a receive from a dead peer would otherwise wait out its timeout. */
+ * (>= 0) reports a failure, or a peer on this host has exited (polled every LIVENESS_MS): a
+ * receive from a dead peer would otherwise wait out its timeout. */
 static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t deadline, int peer)
 {
+    struct peer *p = peer >= 0 ? &comm->peers[peer] : NULL;
     ucs_status_t status;
+    int64_t now;
 
     while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
-        if (now_ms() >= deadline)
+        now = now_ms();
+        if (now >= deadline)
             return UCS_INPROGRESS;
-        if (peer >= 0 && comm->peers[peer].failure != UCS_OK)
+        if (p != NULL && p->pidfd >= 0 && now >= p->next_check_ms) {
+            p->next_check_ms = now + LIVENESS_MS;
+            if (exited(p->pidfd))
+                p->failure = UCS_ERR_ENDPOINT_TIMEOUT;
+        }
+        if (p != NULL && p->failure != UCS_OK)
             return UCS_ERR_CONNECTION_RESET;
         progress(comm);
     }
     return status;
+}
+
+/* Where this process runs; all zero (every peer counts as remote) when /proc cannot say. */
+static void locator_init(struct locator *l)
+{
+    struct stat st;
+    ssize_t n = -1;
+    int fd;
+
+    memset(l, 0, sizeof(*l));
+    fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = read(fd, l->boot_id, sizeof(l->boot_id) - 1);
+        close(fd);
+    }
+    if (n <= 0 || stat("/proc/self/ns/pid", &st) < 0) {
+        memset(l, 0, sizeof(*l));
+        return;
+    }
+    l->pidns = (uint64_t)st.st_ino;
+    l->pid = (int64_t)getpid();
 }
 
 static int grow(uint8_t **buf, size_t *cap, size_t need)
@@ -173,6 +232,7 @@ int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
 {
     ucp_params_t params = {0};
     ucp_worker_params_t wparams = {0};
+    struct locator loc;
     struct hp_comm *comm;
     ucs_status_t status;
     int ret;
@@ -190,14 +250,15 @@ int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
     comm->nranks = nranks;
     memcpy(comm->token, token, HP_MSG_TOKEN_LEN);
     comm->peers = calloc((size_t)nranks, sizeof(*comm->peers));
-    comm->sbuf_cap = comm->rbuf_cap = 64 * 1024;
+    comm->sbuf_cap = 64 * 1024;
     comm->sbuf = malloc(comm->sbuf_cap);
-    comm->rbuf = malloc(comm->rbuf_cap);
-    if (comm->peers == NULL || comm->sbuf == NULL || comm->rbuf == NULL) {
+    if (comm->peers == NULL || comm->sbuf == NULL) {
         hp_error("cannot create the transport: out of memory");
         ret = -HP_ENOMEM;
         goto err_free;
     }
+    for (int i = 0; i < nranks; i++)
+        comm->peers[i].pidfd = -1;
 
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_TAG;
@@ -223,15 +284,26 @@ int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
         ret = from_ucs(status);
         goto err_destroy_worker;
     }
+    comm->published_len = sizeof(loc) + comm->address_len;
+    comm->published = malloc(comm->published_len);
+    if (comm->published == NULL) {
+        hp_error("cannot create the transport: out of memory");
+        ret = -HP_ENOMEM;
+        goto err_release_address;
+    }
+    locator_init(&loc);
+    memcpy(comm->published, &loc, sizeof(loc));
+    memcpy(comm->published + sizeof(loc), comm->address, comm->address_len);
     *out = comm;
     return 0;
 
+err_release_address:
+    ucp_worker_release_address(comm->worker, comm->address);
 err_destroy_worker:
     ucp_worker_destroy(comm->worker);
 err_cleanup_context:
     ucp_cleanup(comm->context);
 err_free:
-    free(comm->rbuf);
     free(comm->sbuf);
     free(comm->peers);
     free(comm);
@@ -240,8 +312,8 @@ err_free:
 
 int hp_comm_address(struct hp_comm *comm, const void **addr, size_t *len)
 {
-    *addr = comm->address;
-    *len = comm->address_len;
+    *addr = comm->published;
+    *len = comm->published_len;
     return 0;
 }
 
@@ -255,26 +327,45 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 int hp_comm_connect(struct hp_comm *comm, int peer, const void *addr, size_t len)
 {
     ucp_ep_params_t params = {0};
+    struct locator mine, theirs;
     struct peer *p;
     ucs_status_t status;
 
-    if (peer < 0 || peer >= comm->nranks || addr == NULL || len == 0) {
+    if (peer < 0 || peer >= comm->nranks || addr == NULL || len <= sizeof(theirs)) {
         hp_error("cannot connect to rank %d: invalid rank or address", peer);
         return -HP_EINVAL;
     }
     p = &comm->peers[peer];
-    if (p->ep != NULL) {
+    if (p->ep != NULL || p->pidfd >= 0 || p->failure != UCS_OK) {
         hp_error("cannot connect to rank %d: already connected", peer);
         return -HP_EINVAL;
     }
+    memcpy(&theirs, addr, sizeof(theirs));
+    memcpy(&mine, comm->published, sizeof(mine));
+    if (mine.boot_id[0] != '\0' &&
+        memcmp(mine.boot_id, theirs.boot_id, sizeof(mine.boot_id)) == 0 &&
+        mine.pidns == theirs.pidns && theirs.pid > 0)
+        p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)theirs.pid, 0); /* -1: as if remote */
+    p->next_check_ms = 0;
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = addr;
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.address = (const ucp_address_t *)((const uint8_t *)addr + sizeof(theirs));
+    params.err_mode = p->pidfd >= 0 ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = ep_error;
     params.err_handler.arg = p;
     p->failure = UCS_OK;
-    status = ucp_ep_create(comm->worker, &params, &p->ep);
+    status = p->pidfd >= 0 && exited(p->pidfd) ? UCS_ERR_UNREACHABLE
+                                               : ucp_ep_create(comm->worker, &params, &p->ep);
+    if (status != UCS_OK && p->pidfd >= 0) {
+        /* A peer on this host whose shared memory is gone has left (a PS shard with nothing
+         * to serve destroys its comm right after the wireup). As for an endpoint whose
+         * connection fails later: this succeeds, and using the peer gives -HP_EIO. */
+        hp_info("rank %d has left already (%s): sends to it and receives from it will fail", peer,
+                ucs_status_string(status));
+        p->ep = NULL;
+        p->failure = status;
+        return 0;
+    }
     if (status != UCS_OK) {
         hp_error("cannot connect to rank %d: %s", peer, ucs_status_string(status));
         p->ep = NULL;
@@ -315,7 +406,7 @@ static int send_prepare(struct hp_comm *comm, int peer, const struct hp_msg_head
     p = &comm->peers[peer];
     if (p->ep == NULL || p->failure != UCS_OK) {
         hp_error("cannot send to rank %d: %s", peer,
-                 p->ep == NULL ? "not connected" : ucs_status_string(p->failure));
+                 p->failure != UCS_OK ? ucs_status_string(p->failure) : "not connected");
         if (p->ep != NULL)
             close_force(comm, p);
         return -HP_EIO;
@@ -354,8 +445,16 @@ static int send_post(struct hp_comm *comm, int peer, struct peer *p, const void 
 static int send_finish(struct hp_comm *comm, int peer, void *req, size_t bytes, int timeout_ms)
 {
     struct peer *p = &comm->peers[peer];
-    ucs_status_t status = wait_request(comm, req, deadline_of(timeout_ms));
+    ucs_status_t status = wait_request_peer(comm, req, deadline_of(timeout_ms), peer);
 
+    if (status == UCS_ERR_CONNECTION_RESET) {
+        hp_error("cannot send %zu bytes to rank %d: the rank is gone (%s)", bytes, peer,
+                 ucs_status_string(p->failure));
+        close_force(comm, p);
+        wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS));
+        ucp_request_free(req);
+        return -HP_EIO;
+    }
     if (status == UCS_INPROGRESS) {
         hp_error("cannot send %zu bytes to rank %d: timed out after %d ms", bytes, peer,
                  timeout_ms);
@@ -399,12 +498,13 @@ int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, 
     return send_finish(comm, peer, req, bytes, timeout_ms);
 }
 
-/* Receive one message of (peer, type) into buf (HDR_BYTES + cap bytes) and validate it. */
-static int recv_into(struct hp_comm *comm, int peer, int type, uint8_t *buf, size_t cap,
-                     int timeout_ms)
+/* Receive one message of (peer, type) into `count` elements of datatype `dt` at `buf`
+ * (contiguous when dt is 0; HDR_BYTES + cap bytes in all, the header landing at `hdr`) and
+ * validate it. */
+static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t count,
+                     ucp_datatype_t dt, const struct hp_msg_header *hdr, size_t cap, int timeout_ms)
 {
     ucp_request_param_t param = {0};
-    const struct hp_msg_header *hdr;
     ucp_tag_recv_info_t info = {0};
     ucs_status_t status;
     ucp_tag_t tag, mask;
@@ -419,7 +519,11 @@ static int recv_into(struct hp_comm *comm, int peer, int type, uint8_t *buf, siz
      * a request and read the tag info from it. */
     param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.recv_info.tag_info = &info;
-    req = ucp_tag_recv_nbx(comm->worker, buf, HDR_BYTES + cap, tag, mask, &param);
+    if (dt != 0) {
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+        param.datatype = dt;
+    }
+    req = ucp_tag_recv_nbx(comm->worker, buf, count, tag, mask, &param);
     if (UCS_PTR_IS_ERR(req)) {
         status = UCS_PTR_STATUS(req);
         hp_error("cannot receive from rank %d: %s", peer, ucs_status_string(status));
@@ -463,7 +567,6 @@ static int recv_into(struct hp_comm *comm, int peer, int type, uint8_t *buf, siz
                  info.length);
         return -HP_EPROTOCOL;
     }
-    hdr = (const struct hp_msg_header *)buf;
     ret = hp_msg_header_check(hdr, comm->token, comm->nranks, cap);
     if (ret < 0)
         return ret;
@@ -494,21 +597,22 @@ static int recv_args_ok(const struct hp_comm *comm, int peer, int type, int have
 int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header *h, void *payload,
                  size_t cap, int timeout_ms)
 {
-    const struct hp_msg_header *hdr;
+    struct hp_msg_header hdr = {0};
+    ucp_dt_iov_t iov[2];
     int ret;
 
     if (!recv_args_ok(comm, peer, type, payload != NULL, cap))
         return -HP_EINVAL;
-    ret = grow(&comm->rbuf, &comm->rbuf_cap, HDR_BYTES + cap);
+    /* scattered by UCX: the header here, the payload straight into the caller's buffer */
+    iov[0].buffer = &hdr;
+    iov[0].length = HDR_BYTES;
+    iov[1].buffer = payload;
+    iov[1].length = cap;
+    ret =
+        recv_into(comm, peer, type, iov, cap > 0 ? 2 : 1, ucp_dt_make_iov(), &hdr, cap, timeout_ms);
     if (ret < 0)
         return ret;
-    hdr = (const struct hp_msg_header *)comm->rbuf;
-    ret = recv_into(comm, peer, type, comm->rbuf, cap, timeout_ms);
-    if (ret < 0)
-        return ret;
-    *h = *hdr;
-    if (hdr->payload_bytes > 0)
-        memcpy(payload, comm->rbuf + HDR_BYTES, (size_t)hdr->payload_bytes);
+    *h = hdr;
     return 0;
 }
 
@@ -602,7 +706,8 @@ int hp_comm_recv_buf(struct hp_comm *comm, int peer, int type, struct hp_msg_buf
     }
     if (!recv_args_ok(comm, peer, type, 1, b->cap))
         return -HP_EINVAL;
-    return recv_into(comm, peer, type, b->data, b->cap, timeout_ms);
+    return recv_into(comm, peer, type, b->data, HDR_BYTES + b->cap, 0,
+                     (const struct hp_msg_header *)b->data, b->cap, timeout_ms);
 }
 
 void hp_msg_buf_destroy(struct hp_comm *comm, struct hp_msg_buf *b)
@@ -641,13 +746,16 @@ void hp_comm_destroy(struct hp_comm *comm)
 {
     if (comm == NULL)
         return;
-    for (int i = 0; i < comm->nranks; i++)
+    for (int i = 0; i < comm->nranks; i++) {
         if (comm->peers[i].ep != NULL)
             close_peer(comm, &comm->peers[i]);
+        if (comm->peers[i].pidfd >= 0)
+            close(comm->peers[i].pidfd);
+    }
     ucp_worker_release_address(comm->worker, comm->address);
     ucp_worker_destroy(comm->worker);
     ucp_cleanup(comm->context);
-    free(comm->rbuf);
+    free(comm->published);
     free(comm->sbuf);
     free(comm->peers);
     free(comm);

@@ -11,8 +11,8 @@
  * queue until a matching receive is posted; messages with the same (peer, type) arrive in the
  * order they were sent.
  *
- * Memory: one send and one receive staging buffer are allocated at create and grown (realloc)
- * only when a bigger message is sent or a bigger receive capacity is asked for; steady-state
+ * Memory: one send staging buffer is allocated at create and grown (realloc) only when a
+ * bigger message is sent; receives land in the caller's buffers directly. Steady-state
  * traffic allocates nothing beyond UCX's own request pool. Headers are in host byte order
  * (all ranks of a job run on hosts of one architecture).
  *
@@ -74,12 +74,17 @@ struct hp_comm;
 int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
                    struct hp_comm **out);
 
-/* This worker's address, to hand to the peers (through PMIx, a file or a pipe). *addr points
- * into the comm and stays valid until hp_comm_destroy. */
+/* This worker's address, to hand to the peers (through PMIx, a file or a pipe): the UCP
+ * worker address after a few bytes that say where this rank runs (kernel boot id, pid
+ * namespace, pid). *addr points into the comm and stays valid until hp_comm_destroy. */
 int hp_comm_address(struct hp_comm *comm, const void **addr, size_t *len);
 
 /* Open the endpoint to `peer` (0 <= peer < nranks, itself included) from the address it
- * published; `addr` is only read during the call. Connecting twice is -HP_EINVAL. */
+ * published; `addr` is only read during the call. Connecting twice is -HP_EINVAL. A peer on
+ * this host (same kernel and pid namespace) is reached over shared memory, without UCX's peer
+ * error handling (which UCX 1.13's shared-memory transports lack): its exit is watched through
+ * a pidfd instead, with the same effect on hp_comm_send and hp_comm_recv. A peer on this host
+ * that has left already is not an error here: using it gives -HP_EIO. */
 int hp_comm_connect(struct hp_comm *comm, int peer, const void *addr, size_t len);
 
 /* Send `h` and h->payload_bytes bytes of `payload` (may be NULL when 0) to `peer` as one
@@ -95,10 +100,12 @@ int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, 
  * bytes of `payload`. The header is validated (hp_msg_header_check with max_payload = cap,
  * and src/type must match the tag) before anything is returned. On -HP_ETIMEOUT the posted
  * receive is cancelled, so a later message is left for the next call; a message that fails
- * validation (or is longer than 64 + cap bytes) is consumed and gives -HP_EPROTOCOL. *h and
- * payload are written only on success. timeout_ms < 0 waits without a limit. When the
- * endpoint to `peer` reports a failure (the peer died: UCX's peer error handling, e.g. a TCP
- * reset or a failed keepalive) the receive is cancelled and gives -HP_EIO at once. */
+ * validation (or is longer than 64 + cap bytes) is consumed and gives -HP_EPROTOCOL. *h is
+ * written only on success; UCX scatters the payload straight into `payload`, so its first cap
+ * bytes may have changed also when the call fails. timeout_ms < 0 waits without a limit.
+ * When the endpoint to `peer` reports a failure (the peer died: UCX's peer error handling,
+ * e.g. a TCP reset or a failed keepalive, or the exit of a peer on this host) the receive is
+ * cancelled and gives -HP_EIO at once. */
 int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header *h, void *payload,
                  size_t cap, int timeout_ms);
 
