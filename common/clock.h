@@ -2,6 +2,7 @@
 #ifndef HP_CLOCK_H
 #define HP_CLOCK_H
 
+#include <errno.h>
 #include <time.h>
 
 /* Seconds on CLOCK_MONOTONIC (only differences mean anything). */
@@ -11,6 +12,19 @@ static inline double hp_now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Sleep until hp_now_s() >= t (at once when it is already past); signals do not cut it short. */
+static inline void hp_sleep_until(double t)
+{
+    struct timespec ts;
+
+    if (t <= hp_now_s())
+        return;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
 }
 
 #endif

@@ -957,15 +957,6 @@ static int cmd_run(int argc, char **argv)
         (rc = hp_planfile_load(plan_path, &db, &plan, &cl, token)) ||
         (rc = hp_model_load(plan.model, &m)))
         return 1;
-    if (plan.nvws > 1) {
-        hp_error("run: the plan has %d virtual workers; this version pipelines one virtual "
-                 "worker (data parallelism across virtual workers, with parameter servers and "
-                 "WSP, comes next). Use --policy ed on a cluster of one-GPU nodes (e.g. the "
-                 "demo cluster) or np on one node",
-                 plan.nvws);
-        rc = -HP_EUNSUPPORTED;
-        goto done;
-    }
     /* emulation scale */
     {
         double S = 0.0;

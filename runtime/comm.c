@@ -41,6 +41,7 @@ struct peer {
     ucs_status_t failure; /* set by the error handler (UCS_OK while healthy) */
     int pidfd;            /* a peer on this host: readable once it has exited; -1 otherwise */
     int64_t next_check_ms;
+    int retired; /* said goodbye: its exit does not fail a receive from any peer */
 };
 
 struct hp_comm {
@@ -117,9 +118,24 @@ static int exited(int pidfd)
 /* As wait_request, but give up early (UCS_ERR_CONNECTION_RESET) when the endpoint to `peer`
  * (>= 0) reports a failure, or a peer on this host has exited (polled every LIVENESS_MS): a
  * receive from a dead peer would otherwise wait out its timeout. */
-static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t deadline, int peer)
+/* Has peer i failed? Polls a same-host peer's pidfd at most every LIVENESS_MS. */
+static int peer_failed(struct hp_comm *comm, int i, int64_t now)
 {
-    struct peer *p = peer >= 0 ? &comm->peers[peer] : NULL;
+    struct peer *p = &comm->peers[i];
+
+    if (p->pidfd >= 0 && p->failure == UCS_OK && now >= p->next_check_ms) {
+        p->next_check_ms = now + LIVENESS_MS;
+        if (exited(p->pidfd))
+            p->failure = UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+    return p->failure != UCS_OK;
+}
+
+/* As wait_request, but UCS_ERR_CONNECTION_RESET as soon as `peer` fails; with
+ * HP_COMM_ANY_PEER, as soon as any connected peer fails (*failed says which). */
+static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t deadline, int peer,
+                                      int *failed)
+{
     ucs_status_t status;
     int64_t now;
 
@@ -127,13 +143,12 @@ static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t d
         now = now_ms();
         if (now >= deadline)
             return UCS_INPROGRESS;
-        if (p != NULL && p->pidfd >= 0 && now >= p->next_check_ms) {
-            p->next_check_ms = now + LIVENESS_MS;
-            if (exited(p->pidfd))
-                p->failure = UCS_ERR_ENDPOINT_TIMEOUT;
-        }
-        if (p != NULL && p->failure != UCS_OK)
-            return UCS_ERR_CONNECTION_RESET;
+        for (int i = peer >= 0 ? peer : 0; i < (peer >= 0 ? peer + 1 : comm->nranks); i++)
+            if (i != comm->rank && (peer >= 0 || !comm->peers[i].retired) &&
+                peer_failed(comm, i, now)) {
+                *failed = i;
+                return UCS_ERR_CONNECTION_RESET;
+            }
         progress(comm);
     }
     return status;
@@ -445,7 +460,8 @@ static int send_post(struct hp_comm *comm, int peer, struct peer *p, const void 
 static int send_finish(struct hp_comm *comm, int peer, void *req, size_t bytes, int timeout_ms)
 {
     struct peer *p = &comm->peers[peer];
-    ucs_status_t status = wait_request_peer(comm, req, deadline_of(timeout_ms), peer);
+    int failed = peer;
+    ucs_status_t status = wait_request_peer(comm, req, deadline_of(timeout_ms), peer, &failed);
 
     if (status == UCS_ERR_CONNECTION_RESET) {
         hp_error("cannot send %zu bytes to rank %d: the rank is gone (%s)", bytes, peer,
@@ -512,7 +528,8 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
     int ret;
 
     tag = (peer == HP_COMM_ANY_PEER ? 0 : (ucp_tag_t)peer << 32) | (ucp_tag_t)type;
-    mask = peer == HP_COMM_ANY_PEER ? TAG_MASK_TYPE : TAG_MASK_ALL;
+    mask = (peer == HP_COMM_ANY_PEER ? TAG_MASK_TYPE : TAG_MASK_ALL) &
+           (type == HP_MSG_ANY_TYPE ? ~TAG_MASK_TYPE : TAG_MASK_ALL);
 
     /* No immediate completion: UCX before 1.16 leaves recv_info unfilled when a message that
      * was already waiting completes the receive at once (openucx/ucx#9425), so always take
@@ -530,7 +547,8 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
         return from_ucs(status);
     }
     if (req != NULL) {
-        status = wait_request_peer(comm, req, deadline_of(timeout_ms), peer);
+        int failed = peer;
+        status = wait_request_peer(comm, req, deadline_of(timeout_ms), peer, &failed);
         const ucs_status_t why = status;
         if (status == UCS_INPROGRESS || status == UCS_ERR_CONNECTION_RESET) {
             /* Cancel, then wait for the request to finish: it completes with
@@ -543,7 +561,7 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
         ucp_request_free(req);
         if (status == UCS_ERR_CANCELED && why == UCS_ERR_CONNECTION_RESET) {
             hp_error("cannot receive from rank %d: the connection failed (%s): the rank is gone",
-                     peer, ucs_status_string(comm->peers[peer].failure));
+                     failed, ucs_status_string(comm->peers[failed].failure));
             return -HP_EIO;
         }
         if (status == UCS_ERR_CANCELED) {
@@ -570,7 +588,9 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
     ret = hp_msg_header_check(hdr, comm->token, comm->nranks, cap);
     if (ret < 0)
         return ret;
-    if ((ucp_tag_t)hdr->src != info.sender_tag >> 32 || hdr->type != type) {
+    if ((ucp_tag_t)hdr->src != info.sender_tag >> 32 ||
+        (ucp_tag_t)hdr->type != (info.sender_tag & TAG_MASK_TYPE) ||
+        (type != HP_MSG_ANY_TYPE && hdr->type != type)) {
         hp_error("invalid message: src rank %" PRId32
                  " or type %u does not match its tag 0x%016" PRIx64,
                  hdr->src, (unsigned)hdr->type, (uint64_t)info.sender_tag);
@@ -586,7 +606,8 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
 
 static int recv_args_ok(const struct hp_comm *comm, int peer, int type, int have_buf, size_t cap)
 {
-    if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks || type < HP_MSG_ACTIVATION ||
+    if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks ||
+        (type < HP_MSG_ACTIVATION && type != HP_MSG_ANY_TYPE) ||
         type > HP_MSG_TYPE_LAST || (!have_buf && cap > 0) || cap > SIZE_MAX - HDR_BYTES) {
         hp_error("cannot receive from rank %d: invalid rank, type %d or buffer", peer, type);
         return 0;
@@ -759,4 +780,14 @@ void hp_comm_destroy(struct hp_comm *comm)
     free(comm->sbuf);
     free(comm->peers);
     free(comm);
+}
+
+int hp_comm_retire(struct hp_comm *comm, int peer)
+{
+    if (peer < 0 || peer >= comm->nranks) {
+        hp_error("cannot retire rank %d: out of range", peer);
+        return -HP_EINVAL;
+    }
+    comm->peers[peer].retired = 1;
+    return 0;
 }

@@ -37,8 +37,10 @@ enum hp_msg_type {
     HP_MSG_PULL = 4,       /* global weights, PS shard -> worker (or the request for them) */
     HP_MSG_CONTROL = 5,    /* bootstrap, barriers, shutdown */
     HP_MSG_EVAL = 6,       /* evaluation: activations forward, results back */
+    HP_MSG_ALLREDUCE = 7,  /* dp: a chunk of the ring allreduce */
 };
-#define HP_MSG_TYPE_LAST HP_MSG_EVAL
+#define HP_MSG_TYPE_LAST HP_MSG_ALLREDUCE
+#define HP_MSG_ANY_TYPE 0 /* hp_comm_recv: the next message of any type (h->type says which) */
 
 /* The fixed header of every message (64 bytes, host byte order). Fields that do not apply to
  * a message (vw, stage, minibatch, clock of a control message) are -1. */
@@ -108,6 +110,13 @@ int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, 
  * cancelled and gives -HP_EIO at once. */
 int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header *h, void *payload,
                  size_t cap, int timeout_ms);
+/* With peer = HP_COMM_ANY_PEER (and type = HP_MSG_ANY_TYPE) a receive takes messages in the
+ * order they arrive (from one sender: the order it sent them), and fails with -HP_EIO as
+ * soon as any connected peer fails, except a retired one. */
+
+/* Mark `peer` as gone on purpose (it said goodbye): its exit no longer fails a receive from
+ * HP_COMM_ANY_PEER. Receives from it by name still fail. */
+int hp_comm_retire(struct hp_comm *comm, int peer);
 
 /* Message buffers: a header and up to `cap` payload bytes in one allocation, so that a send
  * or a receive needs no staging copy, and a send can be in flight while the caller computes

@@ -8,6 +8,7 @@
 #include "error.h"
 #include "log.h"
 #include "net.h"
+#include "ps.h"
 #include "rng.h"
 
 #include <errno.h>
@@ -85,25 +86,12 @@ static int rank_of(const struct hp_plan *p, int v, int s)
     return r + s;
 }
 
-static void sleep_until(double t)
-{
-    struct timespec ts;
-    double now = hp_now_s();
-
-    if (t <= now)
-        return;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
 /* Pad since t0 to t0 + target (emulation), counted as padding. */
 static void pad(struct stage *g, double t0, double target)
 {
     if (target > 0.0) {
         const double t1 = hp_now_s();
-        sleep_until(t0 + target);
+        hp_sleep_until(t0 + target);
         g->pad_s += hp_now_s() - t1;
     }
 }
@@ -874,6 +862,8 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         fflush(stdout);
     }
     rc = write_stats(&g, res);
+    if (!rc)
+        rc = hp_ps_worker_done(plan, comm, rank, g.v, g.s, o->timeout_ms);
 out:
     teardown(&g);
     return rc;

@@ -10,6 +10,7 @@
 #include "bootstrap.h"
 #include "backend.h"
 #include "comm.h"
+#include "dp.h"
 #include "error.h"
 #include "gpudb.h"
 #include "ini.h"
@@ -18,6 +19,7 @@
 #include "pipeline.h"
 #include "plan.h"
 #include "planfile.h"
+#include "ps.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -26,57 +28,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
-
-/* The first worker rank of virtual worker v (its stage 0). */
-static int vw_first_rank(const struct hp_plan *p, int v)
-{
-    int r = 0;
-    for (int i = 0; i < v; i++)
-        r += p->vws[i].nstages;
-    return r;
-}
-
-/* A PS shard of a one-VW plan has no parameters to serve yet, but it must keep its endpoints
- * open until the workers are done with theirs: a rank that leaves while a peer on this host
- * still drives a shared-memory endpoint to it turns that peer's next flush into an error.
- * So it waits for a CONTROL message from stage 0 of every VW; a stage 0 that dies instead
- * fails the receive at once (-HP_EIO), never a hang. */
-static int ps_wait_done(const struct hp_plan *p, struct hp_comm *comm, int rank)
-{
-    for (int v = 0; v < p->nvws; v++) {
-        struct hp_msg_header h;
-        const int from = vw_first_rank(p, v);
-        int rc = hp_comm_recv(comm, from, HP_MSG_CONTROL, &h, NULL, 0, -1);
-        if (rc) {
-            hp_error("PS shard rank %d: waiting for virtual worker %d (rank %d) to finish: %s",
-                     rank, v, from, hp_strerror(rc));
-            return rc;
-        }
-    }
-    return 0;
-}
-
-/* Stage 0 of each VW tells every PS shard that its VW has finished. */
-static int tell_ps_done(const struct hp_plan *p, struct hp_comm *comm, int rank, int timeout_ms)
-{
-    int v = -1;
-    for (int i = 0; i < p->nvws; i++)
-        if (vw_first_rank(p, i) == rank)
-            v = i;
-    if (v < 0)
-        return 0;
-    for (int r = p->nranks - p->nshards; r < p->nranks; r++) {
-        struct hp_msg_header h = {.type = HP_MSG_CONTROL, .vw = v, .stage = 0,
-                                  .minibatch = -1, .clock = -1, .payload_bytes = 0};
-        int rc = hp_comm_send(comm, r, &h, NULL, timeout_ms);
-        if (rc) {
-            hp_error("rank %d: telling PS shard rank %d that virtual worker %d is done: %s",
-                     rank, r, v, hp_strerror(rc));
-            return rc;
-        }
-    }
-    return 0;
-}
 
 static void usage(FILE *f)
 {
@@ -274,26 +225,17 @@ int main(int argc, char **argv)
         rc = -HP_ECONFIG;
         goto out;
     }
-    if (plan.nvws > 1) {
-        hp_error("plan %s has %d virtual workers: data parallelism across virtual workers "
-                 "(parameter servers, WSP) is not in this version; plan one virtual worker "
-                 "(e.g. --policy ed on nodes of one GPU each, or np on one node)",
-                 plan_path, plan.nvws);
-        rc = -HP_EUNSUPPORTED;
-        goto out;
-    }
     rc = hp_comm_create((int)rank, plan.nranks, token, &comm);
     if (!rc)
         rc = hp_boot_wireup(boot, comm, o.timeout_ms);
     if (rc)
         goto out;
-    if (rank >= plan.nranks - plan.nshards) {
-        rc = ps_wait_done(&plan, comm, (int)rank);
-        goto out;
-    }
-    rc = hp_worker_run(&plan, &cl, &db, model, (int)rank, comm, &o, &res);
-    if (!rc)
-        rc = tell_ps_done(&plan, comm, (int)rank, o.timeout_ms);
+    if (rank >= plan.nranks - plan.nshards)
+        rc = hp_ps_run(&plan, &cl, model, (int)rank, comm, &o);
+    else if (plan.grouping == HP_POLICY_DP)
+        rc = hp_dp_run(&plan, &cl, &db, model, (int)rank, comm, &o, &res);
+    else
+        rc = hp_worker_run(&plan, &cl, &db, model, (int)rank, comm, &o, &res);
 out:
     hp_comm_destroy(comm);
     hp_boot_close(boot);

@@ -113,9 +113,9 @@ equal_to_train() {
     run "$HETPIPE" run --local --frobnicate 3
     [ "$status" -eq 2 ]
     [[ "$output" == *"unknown option '--frobnicate'"* ]]
-    run "$HETPIPE" run --local --policy ed --cluster etc/clusters/local4.ini --epochs 1
-    [ "$status" -eq 1 ]
-    [[ "$output" == *"the plan has 4 virtual workers"* ]]
+    run "$HETPIPE" run --local --policy ed --cluster etc/clusters/nosuch.ini --epochs 1
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"nosuch.ini"* ]]
     run "$HETPIPE" run --local --epochs 0 --train-limit 640
     [ "$status" -ne 0 ]
     [[ "$output" == *"option '--epochs'"* ]]

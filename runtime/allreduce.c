@@ -1,0 +1,2 @@
+/* allreduce.c - ring allreduce over hp_comm (being written). */
+#include "allreduce.h"
