@@ -790,7 +790,7 @@ static int cmd_run(int argc, char **argv)
     static const char *rank_opts[] = {"epochs", "lr", "momentum", "weight-decay", "schedule",
                                       "train-limit", "test-limit", "log-every", "data", "metrics",
                                       "step-log", "weight-log", "timeout", "device", "threads",
-                                      "stats", NULL};
+                                      "stats", "trace", NULL};
     const char *pargv[64], *rargv[96];
     int pargc = 0, rargc = 0, local = 0, keep = 0, rc = 0;
     const char *cluster = "demo", *model = "cnn", *policy = "ed", *batch = "64", *config = NULL;

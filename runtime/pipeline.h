@@ -67,6 +67,7 @@ struct hp_worker_opts {
                                     (tests), in PREFIX.<rank> */
     const char *stats;           /* PREFIX: this rank's timing and memory summary (key = value)
                                     in PREFIX.<rank> */
+    const char *trace;           /* PREFIX: WSP events of this rank in PREFIX.<rank> (ps.h) */
     int no_stash;                /* debug: backward uses the current weights (to show that the
                                     stashing test catches it) */
 };

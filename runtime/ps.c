@@ -1,31 +1,407 @@
-/* ps.c - a parameter-server shard (being written): for now it keeps its endpoints open until
- * every worker rank has said it is done. */
+/* ps.c - parameter-server shards and the worker's side of WSP (protocol in ps.h). */
 #include "ps.h"
+#include "backend.h"
+#include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "net.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int first_shard_rank(const struct hp_plan *p)
+{
+    return p->nranks - p->nshards;
+}
+
+static int worker_rank(const struct hp_plan *p, int v, int s)
+{
+    int r = 0;
+
+    for (int i = 0; i < v; i++)
+        r += p->vws[i].nstages;
+    return r + s;
+}
+
+/* Floats of units [u0, u1) before unit u (u0 <= u <= u1). */
+static size_t unit_offset(const struct hp_model *m, int u0, int u)
+{
+    size_t off = 0;
+
+    for (int i = u0; i < u; i++)
+        off += m->units[i].nparams;
+    return off;
+}
+
+/* The initial parameters of unit u, as every worker initialises them (hp_net_init_params
+ * seeds each unit by its index, so a net of one unit gives the same floats). */
+static int init_unit(const struct hp_model *m, int u, uint64_t seed, float *out)
+{
+    struct hp_backend *be = NULL;
+    struct hp_net *net = NULL;
+    const struct hp_net_config cfg = {.batch = 1, .nslots = 1, .need_input_grad = 0};
+    int rc = hp_backend_create("cpu", &be);
+
+    if (!rc)
+        rc = hp_net_create(be, m, u, u + 1, &cfg, &net);
+    if (!rc)
+        rc = hp_net_init_params(net, seed);
+    if (!rc && m->units[u].nparams)
+        rc = be->ops->download(be, out, hp_net_params(net), m->units[u].nparams * sizeof(float));
+    hp_net_destroy(net);
+    hp_backend_destroy(be);
+    return rc;
+}
+
+static FILE *open_trace(const char *prefix, int rank)
+{
+    char path[4096];
+    FILE *f;
+
+    if (!prefix)
+        return NULL;
+    snprintf(path, sizeof(path), "%s.%d", prefix, rank);
+    f = fopen(path, "w");
+    if (!f) {
+        hp_error("cannot write trace file '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    fputs(HP_TRACE_HEADER, f);
+    return f;
+}
+
+/* ---- the shard ---- */
+
+/* One worker stage that has units on this shard. */
+struct client {
+    int v, s, rank;
+    int u0, u1;           /* the stage's units */
+    size_t floats;        /* of them on this shard */
+    struct hp_msg_buf *reply;
+    int pending;          /* a pull waits */
+    int64_t *thr;         /* [nvws] its thresholds */
+    long wave;
+    double t_req;
+};
+
+struct shard {
+    const struct hp_plan *plan;
+    const struct hp_model *model;
+    struct hp_comm *comm;
+    int rank, index, nvws;
+    size_t *off;      /* [nunits]: unit's floats in W, or SIZE_MAX when not ours */
+    float *w;         /* the global weights of our units */
+    int64_t *clock;   /* [nvws][nunits] */
+    struct client *clients;
+    int nclients;
+    int *client_of;   /* [workers]: index into clients, -1 */
+    FILE *trace;
+    int timeout_ms;
+};
+
+static int ours(const struct shard *sh, int u)
+{
+    return sh->off[u] != SIZE_MAX;
+}
+
+/* Global clock over the client's units here, and per VW x the smallest and largest clock. */
+static int64_t view(const struct shard *sh, const struct client *c, int64_t *mm)
+{
+    const int n = sh->plan->nunits;
+    int64_t g = INT64_MAX;
+
+    for (int x = 0; x < sh->nvws; x++) {
+        int64_t lo = INT64_MAX, hi = -1;
+        for (int u = c->u0; u < c->u1; u++)
+            if (ours(sh, u)) {
+                const int64_t k = sh->clock[(size_t)x * n + u];
+                lo = k < lo ? k : lo;
+                hi = k > hi ? k : hi;
+            }
+        if (mm) {
+            mm[2 * x] = lo;
+            mm[2 * x + 1] = hi;
+        }
+        g = lo < g ? lo : g;
+    }
+    return g;
+}
+
+static void trace_incl(FILE *f, const int64_t *mm, int nvws)
+{
+    for (int x = 0; x < nvws; x++)
+        fprintf(f, "%s%" PRId64 ":%" PRId64, x ? ";" : "", mm[2 * x], mm[2 * x + 1]);
+    fputc('\n', f);
+}
+
+static int can_serve(const struct shard *sh, const struct client *c)
+{
+    int64_t mm[2 * 64];
+    int64_t *m = sh->nvws <= 64 ? mm : malloc((size_t)sh->nvws * 2 * sizeof(int64_t));
+    int ok = 1;
+
+    if (!m)
+        return 0;
+    view(sh, c, m);
+    for (int x = 0; x < sh->nvws; x++)
+        ok &= m[2 * x] >= c->thr[x];
+    if (m != mm)
+        free(m);
+    return ok;
+}
+
+static int serve(struct shard *sh, struct client *c)
+{
+    const size_t wbytes = c->floats * sizeof(float);
+    int rc = hp_comm_send_wait(sh->comm, c->reply, sh->timeout_ms);
+    char *p;
+
+    if (rc)
+        return rc;
+    p = hp_msg_buf_payload(c->reply);
+    for (int u = c->u0, k = 0; u < c->u1; u++)
+        if (ours(sh, u)) {
+            const size_t n = sh->model->units[u].nparams;
+            memcpy(p + (size_t)k * sizeof(float), sh->w + sh->off[u], n * sizeof(float));
+            k += (int)n;
+        }
+    int64_t *mm = (int64_t *)(void *)(p + wbytes);
+    int64_t tmp[2 * 64];
+    int64_t *m = sh->nvws <= 64 ? tmp : malloc((size_t)sh->nvws * 2 * sizeof(int64_t));
+    if (!m)
+        return -HP_ENOMEM;
+    const int64_t g = view(sh, c, m);
+    memcpy(mm, m, (size_t)sh->nvws * 2 * sizeof(int64_t));
+    const struct hp_msg_header h = {.type = HP_MSG_PULL,
+                                    .vw = c->v,
+                                    .stage = c->s,
+                                    .minibatch = c->wave,
+                                    .clock = g,
+                                    .payload_bytes = wbytes + (size_t)sh->nvws * 2 * sizeof(int64_t)};
+    rc = hp_comm_send_start(sh->comm, c->rank, &h, c->reply);
+    if (rc)
+        hp_error("PS shard rank %d: answering the pull of vw %d stage %d failed: %s", sh->rank,
+                 c->v, c->s, hp_strerror(rc));
+    if (!rc && sh->trace) {
+        int64_t t = 0;
+        for (int x = 0; x < sh->nvws; x++)
+            t = c->thr[x] > t ? c->thr[x] : t;
+        fprintf(sh->trace, "serve,%d,%d,%d,%ld,-1,%" PRId64 ",%" PRId64 ",%" PRId64 ",-1,%.6f,%.6f,",
+                sh->rank, c->v, c->s, c->wave, t, m[2 * c->v], g, c->t_req, hp_now_s());
+        trace_incl(sh->trace, m, sh->nvws);
+    }
+    if (m != tmp)
+        free(m);
+    c->pending = 0;
+    return rc;
+}
+
+static int serve_waiting(struct shard *sh)
+{
+    for (int i = 0; i < sh->nclients; i++)
+        if (sh->clients[i].pending && can_serve(sh, &sh->clients[i])) {
+            int rc = serve(sh, &sh->clients[i]);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
+
+static int on_push(struct shard *sh, struct client *c, const struct hp_msg_header *h,
+                   const float *delta)
+{
+    const int n = sh->plan->nunits;
+
+    if (h->payload_bytes != c->floats * sizeof(float) || h->clock < 0) {
+        hp_error("PS shard rank %d: protocol error: a push of vw %d stage %d must carry %zu "
+                 "bytes and a wave, got %" PRIu64 " bytes, wave %" PRId64,
+                 sh->rank, c->v, c->s, c->floats * sizeof(float), h->payload_bytes, h->clock);
+        return -HP_EPROTOCOL;
+    }
+    for (int u = c->u0; u < c->u1; u++)
+        if (ours(sh, u) && sh->clock[(size_t)c->v * n + u] != h->clock) {
+            hp_error("PS shard rank %d: protocol error: vw %d stage %d pushed wave %" PRId64
+                     " of unit %d, whose next wave is %" PRId64,
+                     sh->rank, c->v, c->s, h->clock, u, sh->clock[(size_t)c->v * n + u]);
+            return -HP_EPROTOCOL;
+        }
+    for (int u = c->u0, k = 0; u < c->u1; u++)
+        if (ours(sh, u)) {
+            float *w = sh->w + sh->off[u];
+            const size_t m = sh->model->units[u].nparams;
+            for (size_t i = 0; i < m; i++)
+                w[i] += delta[k + i];
+            k += (int)m;
+            sh->clock[(size_t)c->v * n + u] = h->clock + 1;
+        }
+    if (sh->trace) {
+        int64_t tmp[2 * 64], *m = sh->nvws <= 64 ? tmp : malloc((size_t)sh->nvws * 2 * 8);
+        if (m) {
+            const int64_t g = view(sh, c, m);
+            const double t = hp_now_s();
+            fprintf(sh->trace, "push,%d,%d,%d,%" PRId64 ",-1,-1,%" PRId64 ",%" PRId64 ",-1,%.6f,%.6f,",
+                    sh->rank, c->v, c->s, h->clock, h->clock + 1, g, t, t);
+            trace_incl(sh->trace, m, sh->nvws);
+            if (m != tmp)
+                free(m);
+        }
+    }
+    return serve_waiting(sh);
+}
+
+static int on_pull(struct shard *sh, struct client *c, const struct hp_msg_header *h,
+                   const int64_t *thr)
+{
+    if (c->pending || h->payload_bytes != (size_t)sh->nvws * sizeof(int64_t)) {
+        hp_error("PS shard rank %d: protocol error: vw %d stage %d asked to pull %s",
+                 sh->rank, c->v, c->s,
+                 c->pending ? "while its previous pull waits" : "with a malformed request");
+        return -HP_EPROTOCOL;
+    }
+    for (int x = 0; x < sh->nvws; x++) {
+        if (thr[x] < 0) {
+            hp_error("PS shard rank %d: protocol error: vw %d stage %d asked for wave %" PRId64
+                     " of vw %d",
+                     sh->rank, c->v, c->s, thr[x], x);
+            return -HP_EPROTOCOL;
+        }
+        c->thr[x] = thr[x];
+    }
+    c->pending = 1;
+    c->wave = (long)h->minibatch;
+    c->t_req = hp_now_s();
+    return can_serve(sh, c) ? serve(sh, c) : 0;
+}
+
+static int shard_setup(struct shard *sh)
+{
+    const struct hp_plan *p = sh->plan;
+    const struct hp_model *m = sh->model;
+    const int workers = first_shard_rank(p);
+    size_t total = 0, cap = 0;
+    int rc = 0;
+
+    sh->nvws = p->nvws;
+    sh->off = malloc((size_t)p->nunits * sizeof(size_t));
+    sh->clock = calloc((size_t)p->nvws * p->nunits, sizeof(int64_t));
+    sh->client_of = malloc((size_t)(workers ? workers : 1) * sizeof(int));
+    sh->clients = calloc((size_t)(workers ? workers : 1), sizeof(struct client));
+    if (!sh->off || !sh->clock || !sh->client_of || !sh->clients)
+        return -HP_ENOMEM;
+    for (int u = 0; u < p->nunits; u++) {
+        /* units without parameters have nothing to synchronise */
+        sh->off[u] = p->unit_shard[u] == sh->index && m->units[u].nparams ? total : SIZE_MAX;
+        if (ours(sh, u))
+            total += m->units[u].nparams;
+    }
+    sh->w = malloc((total ? total : 1) * sizeof(float));
+    if (!sh->w)
+        return -HP_ENOMEM;
+    for (int u = 0; u < p->nunits && !rc; u++)
+        if (ours(sh, u))
+            rc = init_unit(m, u, p->opts.seed, sh->w + sh->off[u]);
+    for (int i = 0; i < workers; i++)
+        sh->client_of[i] = -1;
+    for (int v = 0; v < p->nvws && !rc; v++)
+        for (int s = 0; s < p->vws[v].nstages && !rc; s++) {
+            const struct hp_stage_plan *st = &p->vws[v].stages[s];
+            size_t n = 0;
+            for (int u = st->u0; u < st->u1; u++)
+                if (ours(sh, u))
+                    n += m->units[u].nparams;
+            if (!n)
+                continue;
+            struct client *c = &sh->clients[sh->nclients];
+            *c = (struct client){.v = v, .s = s, .rank = worker_rank(p, v, s), .u0 = st->u0,
+                                 .u1 = st->u1, .floats = n};
+            c->thr = calloc((size_t)p->nvws, sizeof(int64_t));
+            if (!c->thr)
+                return -HP_ENOMEM;
+            rc = hp_msg_buf_create(n * sizeof(float) + (size_t)p->nvws * 2 * sizeof(int64_t),
+                                   &c->reply);
+            sh->client_of[c->rank] = sh->nclients++;
+            cap = n > cap ? n : cap;
+        }
+    return rc;
+}
 
 int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl,
               const struct hp_model *model, int rank, struct hp_comm *comm,
               const struct hp_worker_opts *o)
 {
-    (void)cl, (void)model, (void)o;
-    for (int left = plan->nranks - plan->nshards; left > 0; left--) {
+    struct shard sh = {.plan = plan, .model = model, .comm = comm, .rank = rank,
+                       .index = rank - first_shard_rank(plan), .timeout_ms = o->timeout_ms};
+    const int workers = first_shard_rank(plan);
+    size_t cap = (size_t)plan->nvws * sizeof(int64_t);
+    void *in = NULL;
+    int rc;
+
+    (void)cl;
+    rc = shard_setup(&sh);
+    for (int i = 0; i < sh.nclients; i++)
+        if (sh.clients[i].floats * sizeof(float) > cap)
+            cap = sh.clients[i].floats * sizeof(float);
+    if (!rc && !(in = malloc(cap)))
+        rc = -HP_ENOMEM;
+    if (!rc && o->trace && !(sh.trace = open_trace(o->trace, rank)))
+        rc = -HP_EIO;
+    for (int left = workers; left > 0 && !rc;) {
         struct hp_msg_header h;
-        int rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_CONTROL, &h, NULL, 0, -1);
+        rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap, -1);
         if (rc) {
-            hp_error("PS shard rank %d: waiting for %d worker rank%s to finish: %s", rank, left,
+            hp_error("PS shard rank %d: waiting for %d worker rank%s: %s", rank, left,
                      left == 1 ? "" : "s", hp_strerror(rc));
-            return rc;
+            break;
         }
-        hp_comm_retire(comm, h.src);
+        const int ci = h.src < workers ? sh.client_of[h.src] : -1;
+        struct client *c = ci >= 0 ? &sh.clients[ci] : NULL;
+        if (h.type == HP_MSG_CONTROL) {
+            if (c && c->pending) {
+                hp_error("PS shard rank %d: protocol error: rank %d left with a pull waiting",
+                         rank, h.src);
+                rc = -HP_EPROTOCOL;
+            }
+            hp_comm_retire(comm, h.src);
+            left--;
+        } else if (c && (h.vw != c->v || h.stage != c->s)) {
+            hp_error("PS shard rank %d: protocol error: rank %d is vw %d stage %d, not vw %d "
+                     "stage %d",
+                     rank, h.src, c->v, c->s, h.vw, h.stage);
+            rc = -HP_EPROTOCOL;
+        } else if (c && h.type == HP_MSG_PUSH) {
+            rc = on_push(&sh, c, &h, in);
+        } else if (c && h.type == HP_MSG_PULL) {
+            rc = on_pull(&sh, c, &h, in);
+        } else {
+            hp_error("PS shard rank %d: protocol error: unexpected message of type %u from "
+                     "rank %d",
+                     rank, (unsigned)h.type, h.src);
+            rc = -HP_EPROTOCOL;
+        }
     }
-    return 0;
+    for (int i = 0; i < sh.nclients; i++) {
+        hp_msg_buf_destroy(comm, sh.clients[i].reply);
+        free(sh.clients[i].thr);
+    }
+    if (sh.trace && fclose(sh.trace) != 0 && !rc) {
+        hp_error("PS shard rank %d: cannot write the trace: %s", rank, strerror(errno));
+        rc = -HP_EIO;
+    }
+    free(in);
+    free(sh.off);
+    free(sh.w);
+    free(sh.clock);
+    free(sh.clients);
+    free(sh.client_of);
+    return rc;
 }
 
 int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank, int vw,
                       int stage, int timeout_ms)
 {
-    for (int r = plan->nranks - plan->nshards; r < plan->nranks; r++) {
+    for (int r = first_shard_rank(plan); r < plan->nranks; r++) {
         struct hp_msg_header h = {.type = HP_MSG_CONTROL, .vw = vw, .stage = stage,
                                   .minibatch = -1, .clock = -1, .payload_bytes = 0};
         int rc = hp_comm_send(comm, r, &h, NULL, timeout_ms);
@@ -36,4 +412,251 @@ int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank
         }
     }
     return 0;
+}
+
+/* ---- the worker's side ---- */
+
+struct link {
+    int rank;           /* the shard's */
+    size_t floats;      /* the stage's floats it owns */
+    struct hp_msg_buf *push, *req, *reply;
+};
+
+struct hp_ps_client {
+    const struct hp_plan *plan;
+    const struct hp_model *model;
+    struct hp_comm *comm;
+    int v, s, rank, nvws, timeout_ms;
+    int u0, u1;
+    size_t n;           /* the stage's floats */
+    struct link *links;
+    int nlinks;
+    float *S, *g;       /* [n]: the global view plus own pushes; the last pull */
+    int64_t *incl;      /* [nvws][2]: what the training weights hold (the last pull for a wave) */
+    int64_t *last;      /* [nvws][2]: the last pull's, evaluation included */
+    long pushed;
+    FILE *trace;
+};
+
+int hp_ps_client_create(const struct hp_plan *plan, const struct hp_model *model, int v, int s,
+                        int rank, struct hp_comm *comm, const float *init, int timeout_ms,
+                        FILE *trace, struct hp_ps_client **out)
+{
+    const struct hp_stage_plan *st = &plan->vws[v].stages[s];
+    struct hp_ps_client *c = calloc(1, sizeof(*c));
+    int rc = 0;
+
+    *out = NULL;
+    if (!c)
+        return -HP_ENOMEM;
+    *c = (struct hp_ps_client){.plan = plan, .model = model, .comm = comm, .v = v, .s = s,
+                               .rank = rank, .nvws = plan->nvws, .timeout_ms = timeout_ms,
+                               .u0 = st->u0, .u1 = st->u1, .trace = trace};
+    c->n = unit_offset(model, st->u0, st->u1);
+    c->links = calloc((size_t)(plan->nshards ? plan->nshards : 1), sizeof(struct link));
+    c->S = malloc((c->n ? c->n : 1) * sizeof(float));
+    c->g = malloc((c->n ? c->n : 1) * sizeof(float));
+    c->incl = calloc((size_t)plan->nvws * 2, sizeof(int64_t));
+    c->last = calloc((size_t)plan->nvws * 2, sizeof(int64_t));
+    if (!c->links || !c->S || !c->g || !c->incl || !c->last) {
+        hp_ps_client_destroy(comm, c);
+        return -HP_ENOMEM;
+    }
+    memcpy(c->S, init, c->n * sizeof(float));
+    memcpy(c->g, init, c->n * sizeof(float));
+    for (int i = 0; i < plan->nshards && !rc; i++) {
+        size_t f = 0;
+        for (int u = st->u0; u < st->u1; u++)
+            if (plan->unit_shard[u] == i)
+                f += model->units[u].nparams;
+        if (!f)
+            continue;
+        struct link *l = &c->links[c->nlinks++];
+        l->rank = first_shard_rank(plan) + i;
+        l->floats = f;
+        rc = hp_msg_buf_create(f * sizeof(float), &l->push);
+        if (!rc)
+            rc = hp_msg_buf_create((size_t)plan->nvws * sizeof(int64_t), &l->req);
+        if (!rc)
+            rc = hp_msg_buf_create(f * sizeof(float) + (size_t)plan->nvws * 2 * sizeof(int64_t),
+                                   &l->reply);
+    }
+    if (rc) {
+        hp_ps_client_destroy(comm, c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void hp_ps_client_destroy(struct hp_comm *comm, struct hp_ps_client *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->nlinks; i++) {
+        hp_msg_buf_destroy(comm, c->links[i].push);
+        hp_msg_buf_destroy(comm, c->links[i].req);
+        hp_msg_buf_destroy(comm, c->links[i].reply);
+    }
+    free(c->links);
+    free(c->S);
+    free(c->g);
+    free(c->incl);
+    free(c->last);
+    free(c);
+}
+
+/* Shard i's floats of the stage, copied between the stage layout and a packed buffer. */
+static void gather(const struct hp_ps_client *c, int shard, const float *stage, float *packed)
+{
+    for (int u = c->u0, k = 0; u < c->u1; u++) {
+        const size_t n = c->model->units[u].nparams;
+        if (c->plan->unit_shard[u] == shard) {
+            memcpy(packed + k, stage + unit_offset(c->model, c->u0, u), n * sizeof(float));
+            k += (int)n;
+        }
+    }
+}
+
+static void scatter(const struct hp_ps_client *c, int shard, const float *packed, float *stage)
+{
+    for (int u = c->u0, k = 0; u < c->u1; u++) {
+        const size_t n = c->model->units[u].nparams;
+        if (c->plan->unit_shard[u] == shard) {
+            memcpy(stage + unit_offset(c->model, c->u0, u), packed + k, n * sizeof(float));
+            k += (int)n;
+        }
+    }
+}
+
+int hp_ps_push(struct hp_ps_client *c, const float *local, long wave)
+{
+    int rc = 0;
+
+    /* g is free between pulls: the update goes there, then S catches up with the same adds
+     * the shard does */
+    for (size_t i = 0; i < c->n; i++) {
+        c->g[i] = local[i] - c->S[i];
+        c->S[i] += c->g[i];
+    }
+    for (int i = 0; i < c->nlinks && !rc; i++) {
+        struct link *l = &c->links[i];
+        rc = hp_comm_send_wait(c->comm, l->push, c->timeout_ms);
+        if (rc)
+            break;
+        gather(c, l->rank - first_shard_rank(c->plan), c->g, hp_msg_buf_payload(l->push));
+        const struct hp_msg_header h = {.type = HP_MSG_PUSH, .vw = c->v, .stage = c->s,
+                                        .minibatch = -1, .clock = wave,
+                                        .payload_bytes = l->floats * sizeof(float)};
+        rc = hp_comm_send_start(c->comm, l->rank, &h, l->push);
+        if (rc)
+            hp_error("vw %d stage %d: pushing wave %ld to PS shard rank %d failed: %s", c->v, c->s,
+                     wave, l->rank, hp_strerror(rc));
+    }
+    if (rc)
+        return rc;
+    c->pushed = wave + 1;
+    if (c->trace) {
+        const double t = hp_now_s();
+        fprintf(c->trace, "push,%d,%d,%d,%ld,-1,-1,%ld,-1,-1,%.6f,%.6f,\n", c->rank, c->v, c->s,
+                wave, c->pushed, t, t);
+    }
+    return 0;
+}
+
+int hp_ps_pull(struct hp_ps_client *c, const int64_t *thr, long wave)
+{
+    const double t0 = hp_now_s();
+    int64_t tmax = 0, global = INT64_MAX;
+    int rc = 0;
+
+    for (int x = 0; x < c->nvws; x++)
+        tmax = thr[x] > tmax ? thr[x] : tmax;
+    for (int i = 0; i < c->nlinks && !rc; i++) {
+        struct link *l = &c->links[i];
+        rc = hp_comm_send_wait(c->comm, l->req, c->timeout_ms);
+        if (rc)
+            break;
+        memcpy(hp_msg_buf_payload(l->req), thr, (size_t)c->nvws * sizeof(int64_t));
+        const struct hp_msg_header h = {.type = HP_MSG_PULL, .vw = c->v, .stage = c->s,
+                                        .minibatch = wave, .clock = tmax,
+                                        .payload_bytes = (size_t)c->nvws * sizeof(int64_t)};
+        rc = hp_comm_send_start(c->comm, l->rank, &h, l->req);
+    }
+    for (int x = 0; x < c->nvws; x++) {
+        c->last[2 * x] = INT64_MAX;
+        c->last[2 * x + 1] = -1;
+    }
+    /* a pull waits as long as the slowest VW needs: no timeout, but a dead peer ends it */
+    for (int i = 0; i < c->nlinks && !rc; i++) {
+        struct link *l = &c->links[i];
+        const size_t bytes = l->floats * sizeof(float) + (size_t)c->nvws * 2 * sizeof(int64_t);
+        rc = hp_comm_recv_buf(c->comm, l->rank, HP_MSG_PULL, l->reply, -1);
+        const struct hp_msg_header *h = hp_msg_buf_header(l->reply);
+        if (!rc && (h->vw != c->v || h->stage != c->s || h->minibatch != wave ||
+                    h->payload_bytes != bytes)) {
+            hp_error("vw %d stage %d: protocol error: PS shard rank %d answered for vw %d stage "
+                     "%d wave %" PRId64 " (%" PRIu64 " bytes), expected wave %ld (%zu bytes)",
+                     c->v, c->s, l->rank, h->vw, h->stage, h->minibatch, h->payload_bytes, wave,
+                     bytes);
+            rc = -HP_EPROTOCOL;
+        }
+        if (rc)
+            break;
+        const char *p = hp_msg_buf_payload(l->reply);
+        scatter(c, l->rank - first_shard_rank(c->plan), (const float *)(const void *)p, c->g);
+        int64_t mm[2];
+        for (int x = 0; x < c->nvws; x++) {
+            memcpy(mm, p + l->floats * sizeof(float) + (size_t)x * 2 * sizeof(int64_t), sizeof(mm));
+            c->last[2 * x] = mm[0] < c->last[2 * x] ? mm[0] : c->last[2 * x];
+            c->last[2 * x + 1] = mm[1] > c->last[2 * x + 1] ? mm[1] : c->last[2 * x + 1];
+        }
+        global = h->clock < global ? h->clock : global;
+    }
+    if (rc) {
+        hp_error("vw %d stage %d: pulling for wave %ld failed: %s", c->v, c->s, wave,
+                 hp_strerror(rc));
+        return rc;
+    }
+    if (!c->nlinks)
+        for (int x = 0; x < c->nvws; x++)
+            c->last[2 * x] = c->last[2 * x + 1] = 0;
+    if (c->trace) {
+        fprintf(c->trace, "%s,%d,%d,%d,%ld,-1,%" PRId64 ",%ld,%" PRId64 ",-1,%.6f,%.6f,",
+                wave < 0 ? "evalpull" : "pull", c->rank, c->v, c->s, wave, tmax, c->pushed,
+                c->nlinks ? global : -1, t0, hp_now_s());
+        trace_incl(c->trace, c->last, c->nvws);
+    }
+    if (wave >= 0)
+        memcpy(c->incl, c->last, (size_t)c->nvws * 2 * sizeof(int64_t));
+    return 0;
+}
+
+const float *hp_ps_global(const struct hp_ps_client *c)
+{
+    return c->g;
+}
+
+void hp_ps_included(const struct hp_ps_client *c, int x, int64_t *min, int64_t *max)
+{
+    *min = c->incl[2 * x];
+    *max = c->incl[2 * x + 1];
+}
+
+void hp_ps_rebase(struct hp_ps_client *c, float *local)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        local[i] += c->g[i] - c->S[i];
+        c->S[i] = c->g[i];
+    }
+}
+
+long hp_ps_pushed(const struct hp_ps_client *c)
+{
+    return c->pushed;
+}
+
+void hp_ps_trace_incl(const struct hp_ps_client *c, FILE *f)
+{
+    trace_incl(f, c->incl, c->nvws);
 }

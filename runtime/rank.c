@@ -42,7 +42,7 @@ static void usage(FILE *f)
             "  --train-limit N --test-limit N --log-every N --data DIR --threads N\n"
             "  --emulate S        pad compute and transfers to S x the cost model's time (0: off)\n"
             "  --timeout SEC      how long to wait for a peer (default 60)\n"
-            "  --metrics FILE --step-log FILE --weight-log PREFIX --stats FILE\n"
+            "  --metrics FILE --step-log FILE --weight-log PREFIX --stats FILE --trace PREFIX\n"
             "  --no-stash         debug: backward passes use the current weights\n");
 }
 
@@ -59,7 +59,7 @@ int main(int argc, char **argv)
 {
     enum { O_PLAN = 256, O_RANK, O_BOOT, O_CONFIG, O_DEVICE, O_EPOCHS, O_LR, O_MOM, O_WD, O_SCHED,
            O_TRL, O_TEL, O_LOG, O_DATA, O_THREADS, O_EMU, O_TIMEOUT, O_METRICS, O_STEPLOG,
-           O_WLOG, O_STATS, O_NOSTASH };
+           O_WLOG, O_STATS, O_TRACE, O_NOSTASH };
     static const struct option opts[] = {
         {"plan", required_argument, 0, O_PLAN},
         {"rank", required_argument, 0, O_RANK},
@@ -82,6 +82,7 @@ int main(int argc, char **argv)
         {"step-log", required_argument, 0, O_STEPLOG},
         {"weight-log", required_argument, 0, O_WLOG},
         {"stats", required_argument, 0, O_STATS},
+        {"trace", required_argument, 0, O_TRACE},
         {"no-stash", no_argument, 0, O_NOSTASH},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -143,6 +144,7 @@ int main(int argc, char **argv)
         case O_STEPLOG: o.step_log = optarg; break;
         case O_WLOG: o.weight_log = optarg; break;
         case O_STATS: o.stats = optarg; break;
+        case O_TRACE: o.trace = optarg; break;
         case O_NOSTASH: o.no_stash = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
