@@ -705,9 +705,10 @@ static void run_usage(FILE *f)
             "                       cluster's GPU types (no Slurm needed)\n"
             "  --cluster FILE|NAME  cluster to emulate (default demo: etc/clusters/demo.ini)\n"
             "  --model NAME|PATH    model (default cnn)\n"
-            "  --policy P           np, ed (default), hd, auto\n"
+            "  --policy P           np, ed (default), hd, auto, dp\n"
             "  --placement P        default or local\n"
             "  --nm N|auto          minibatches in flight per virtual worker (default auto)\n"
+            "  --staleness D        WSP staleness bound in waves (default 0)\n"
             "  --batch N            minibatch (default 64)    --seed N   (default 1)\n"
             "  --emulate auto|off|S emulated time = S x the cost model's (default auto: S so\n"
             "                       that padding dominates the real CPU time)\n"
@@ -717,8 +718,9 @@ static void run_usage(FILE *f)
             "  --config FILE        site config\n"
             "training options, passed to every rank: --epochs N (default 5) --lr X --momentum X\n"
             "  --weight-decay X --schedule S --train-limit N --test-limit N --log-every N\n"
-            "  --data DIR --metrics FILE --step-log FILE --weight-log PREFIX --timeout SEC\n"
-            "  --device D --threads N --no-stash\n");
+            "  --data DIR --metrics FILE --step-log FILE --weight-log PREFIX --stats PREFIX\n"
+            "  --trace PREFIX --save-params PREFIX --eval-every N --timeout SEC --device D\n"
+            "  --threads N --no-stash\n");
 }
 
 /* Whole-model forward + backward seconds per minibatch on this CPU: the fastest of 5 steps
@@ -790,7 +792,7 @@ static int cmd_run(int argc, char **argv)
     static const char *rank_opts[] = {"epochs", "lr", "momentum", "weight-decay", "schedule",
                                       "train-limit", "test-limit", "log-every", "data", "metrics",
                                       "step-log", "weight-log", "timeout", "device", "threads",
-                                      "stats", "trace", NULL};
+                                      "stats", "trace", "save-params", "eval-every", NULL};
     const char *pargv[64], *rargv[96];
     int pargc = 0, rargc = 0, local = 0, keep = 0, rc = 0;
     const char *cluster = "demo", *model = "cnn", *policy = "ed", *batch = "64", *config = NULL;

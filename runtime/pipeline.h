@@ -68,6 +68,10 @@ struct hp_worker_opts {
     const char *stats;           /* PREFIX: this rank's timing and memory summary (key = value)
                                     in PREFIX.<rank> */
     const char *trace;           /* PREFIX: WSP events of this rank in PREFIX.<rank> (ps.h) */
+    const char *save_params;     /* PREFIX: the rank's final parameters, raw float32 in model
+                                    order, in PREFIX.<rank> (PS shards: their global weights) */
+    long eval_every;             /* also evaluate about every N training samples of the job
+                                    (0: after each epoch only) */
     int no_stash;                /* debug: backward uses the current weights (to show that the
                                     stashing test catches it) */
 };

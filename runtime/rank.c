@@ -43,6 +43,8 @@ static void usage(FILE *f)
             "  --emulate S        pad compute and transfers to S x the cost model's time (0: off)\n"
             "  --timeout SEC      how long to wait for a peer (default 60)\n"
             "  --metrics FILE --step-log FILE --weight-log PREFIX --stats FILE --trace PREFIX\n"
+            "  --save-params PREFIX  write this rank's parameters (float32) to PREFIX.<rank>\n"
+            "  --eval-every N     also evaluate about every N training samples of the job\n"
             "  --no-stash         debug: backward passes use the current weights\n");
 }
 
@@ -59,7 +61,7 @@ int main(int argc, char **argv)
 {
     enum { O_PLAN = 256, O_RANK, O_BOOT, O_CONFIG, O_DEVICE, O_EPOCHS, O_LR, O_MOM, O_WD, O_SCHED,
            O_TRL, O_TEL, O_LOG, O_DATA, O_THREADS, O_EMU, O_TIMEOUT, O_METRICS, O_STEPLOG,
-           O_WLOG, O_STATS, O_TRACE, O_NOSTASH };
+           O_WLOG, O_STATS, O_TRACE, O_SAVE, O_EVERY, O_NOSTASH };
     static const struct option opts[] = {
         {"plan", required_argument, 0, O_PLAN},
         {"rank", required_argument, 0, O_RANK},
@@ -83,6 +85,8 @@ int main(int argc, char **argv)
         {"weight-log", required_argument, 0, O_WLOG},
         {"stats", required_argument, 0, O_STATS},
         {"trace", required_argument, 0, O_TRACE},
+        {"save-params", required_argument, 0, O_SAVE},
+        {"eval-every", required_argument, 0, O_EVERY},
         {"no-stash", no_argument, 0, O_NOSTASH},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -145,6 +149,8 @@ int main(int argc, char **argv)
         case O_WLOG: o.weight_log = optarg; break;
         case O_STATS: o.stats = optarg; break;
         case O_TRACE: o.trace = optarg; break;
+        case O_SAVE: o.save_params = optarg; break;
+        case O_EVERY: if (!(rc = num("eval-every", optarg, 0, 1e9, &x))) o.eval_every = (long)x; break;
         case O_NOSTASH: o.no_stash = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
