@@ -65,7 +65,7 @@ HP_LIBS    := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -liniparser -lz -lm -lpt
 
 COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c
 RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
-                runtime/net.c runtime/data.c runtime/train.c runtime/comm.c runtime/pipeline.c runtime/bootstrap.c runtime/ps.c runtime/dp.c runtime/allreduce.c \
+                runtime/net.c runtime/data.c runtime/train.c runtime/comm.c runtime/pipeline.c runtime/bootstrap.c runtime/ps.c runtime/allreduce.c \
                 launcher/cost.c launcher/partition.c launcher/plan.c launcher/planfile.c launcher/cluster.c \
                 launcher/profile.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)

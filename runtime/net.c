@@ -6,10 +6,13 @@
 #include "log.h"
 #include "rng.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ALIGN 256
 
@@ -696,4 +699,25 @@ int hp_net_sgd(struct hp_net *net, float lr, float momentum, float weight_decay)
         return 0;
     return net->be->ops->sgd_update(net->be, net->params, net->grads, net->momentum, net->nparams,
                                     lr, momentum, weight_decay);
+}
+
+int hp_save_floats(const char *path, const float *x, size_t n)
+{
+    char tmp[4200];
+    FILE *f;
+    int ok;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    if (!(f = fopen(tmp, "wb"))) {
+        hp_error("cannot write parameters to '%s': %s", tmp, strerror(errno));
+        return -HP_EIO;
+    }
+    ok = fwrite(x, sizeof(float), n, f) == n;
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0) {
+        hp_error("cannot write parameters to '%s': %s", path, strerror(errno));
+        unlink(tmp);
+        return -HP_EIO;
+    }
+    return 0;
 }

@@ -89,6 +89,10 @@ float *hp_net_state(struct hp_net *net);
 
 void hp_net_memory(const struct hp_net *net, struct hp_net_memory *out);
 
+/* Write n host floats, raw float32 in host byte order, to `path` (through path.tmp and a
+ * rename, so a reader never sees half a file). 0 or -HP_EIO, logged naming the file. */
+int hp_save_floats(const char *path, const float *x, size_t n);
+
 /* Time spent per op type, forward and backward, and the FLOPs done there (for benchmarks
  * and `hetpipe profile`). While a profile is attached, every op is timed between device
  * synchronisations, which costs a little; detach with NULL. The caller owns `prof`. */

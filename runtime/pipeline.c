@@ -2,6 +2,7 @@
 #include "pipeline.h"
 #include "clock.h"
 
+#include "allreduce.h"
 #include "backend.h"
 #include "cost.h"
 #include "data.h"
@@ -42,7 +43,7 @@ struct stage {
     const struct hp_model *model;
     const struct hp_worker_opts *o;
     struct hp_comm *comm;
-    int rank, v, s, k, nvws, batch, w;
+    int rank, v, s, k, nvws, batch, w, dp;
     int prev, next, first, last; /* ranks (-1 when none) */
     const struct hp_stage_plan *st;
     int type; /* GPU type index */
@@ -64,6 +65,23 @@ struct stage {
     float **stash; /* [w - 1] device vectors */
     long *stash_version;
     long nupd; /* updates applied */
+    long wver; /* version of the current weights: bumped by every update and every rebase */
+
+    /* WSP (ps.h); ps is NULL without PS shards */
+    struct hp_ps_client *ps;
+    FILE *trace;
+    int nm, D;          /* the VW's wave (minibatches), the staleness threshold */
+    long pbase;         /* the VW's index of this epoch's first minibatch (epoch x my_mb) */
+    long unpushed;      /* updates since the last push */
+    int64_t *thr;       /* [nvws] pull thresholds */
+    long *final_waves;  /* [nvws] waves each VW pushes in all */
+    float *hsave;       /* host: the local weights while evaluating on the global ones */
+    int nevals;
+
+    /* dp: ar is NULL unless the plan is dp */
+    struct hp_allreduce *ar;
+    float *hgrad;
+    double ar_cost; /* emulated seconds per allreduce */
 
     /* stage 0 */
     struct hp_dataset train, test;
@@ -184,13 +202,121 @@ static float lr_at(const struct stage *g, long step, long total)
                      : o->lr;
 }
 
-static int forward(struct stage *g, long j, long m_global, long step)
+/* Before an update: every outstanding minibatch still on the current weights gets them
+ * stashed (one copy shared by all of them). */
+static int stash_current(struct stage *g, long first, long end)
+{
+    int free_buf = -1, need = 0;
+
+    for (long q = first; q < end; q++)
+        need |= g->ver[q % g->w] == -1;
+    if (!need || g->o->no_stash)
+        return 0;
+    for (int b = 0; b < g->w - 1 && free_buf < 0; b++) {
+        int used = 0;
+        for (long q = first; q < end; q++)
+            used |= g->ver[q % g->w] == b;
+        if (!used)
+            free_buf = b;
+    }
+    if (free_buf < 0) {
+        hp_error("vw %d stage %d: no free weight stash (internal error)", g->v, g->s);
+        return -HP_EINVAL;
+    }
+    int rc = g->be->ops->copy(g->be, g->stash[free_buf], hp_net_params(g->net),
+                              g->nparams * sizeof(float));
+    g->stash_version[free_buf] = g->wver;
+    for (long q = first; q < end; q++)
+        if (g->ver[q % g->w] == -1)
+            g->ver[q % g->w] = free_buf;
+    return rc;
+}
+
+/* WSP's gate (DESIGN.md section 6), before the forward pass of the VW's minibatch p when p
+ * starts wave C = p / Nm, with the stage's minibatches [first, end) between forward and
+ * backward.
+ *
+ * The rule: having pushed wave c = C - 2, a stage admits wave C once the global clock of its
+ * units (the fewest waves any VW has pushed of them) is >= c + 1 - D = C - 1 - D, then pulls
+ * them and rebases (local = pulled + own updates not yet pushed). Its own push of wave C - 2
+ * has been sent already: the forward of C Nm follows the backward of C Nm - w >= (C - 1) Nm
+ * - 1 (w <= Nm), and a shard sees one worker's messages in order. So the pipeline does not
+ * drain here: wave C - 1 is in flight.
+ *
+ * The staleness bound that follows, for minibatch p = C Nm + i (0 <= i < Nm) of wave C:
+ * - its own VW: the weights hold all the stage's own updates up to p - w (backward passes
+ *   complete in order), so at most w - 1 <= Nm - 1 are missing: those in flight;
+ * - another VW x: the pulled weights hold at least x's waves 0 .. C - 2 - D (x's clock >=
+ *   C - 1 - D), and they are the weights of all of wave C (the next pull is at wave C + 1).
+ *   Of x's minibatches before p in the sequential order (0 .. p - 1, equal Nm), at most those
+ *   from (C - 1 - D) Nm to p - 1 are missing: (D + 1) Nm + i <= (D + 1) Nm + Nm - 1;
+ * - clocks: admitting wave C' needs the global clock >= C' - 1 - D and pushing it makes the
+ *   VW's clock C' + 1, so no VW's clock exceeds the global clock by more than D + 2.
+ * D = 0 is wave-level lock-step (clock - global <= 2); with one VW the pulled weights are the
+ * VW's own (the rebase changes nothing) and WSP is plain pipelining. tests/wsp_check.py checks
+ * the traces against these rules and bounds.
+ */
+static int wave_gate(struct stage *g, long q, long first, long end)
+{
+    const long C = q / g->nm;
+    int rc;
+
+    if (!g->ps || q % g->nm != 0 || C < 2)
+        return 0;
+    for (int x = 0; x < g->nvws; x++)
+        g->thr[x] = C - 1 - g->D > 0 ? C - 1 - g->D : 0;
+    rc = stash_current(g, first, end);
+    const double t0 = hp_now_s();
+    if (!rc && g->nparams)
+        rc = g->be->ops->download(g->be, g->hparams, hp_net_params(g->net),
+                                  g->nparams * sizeof(float));
+    if (!rc)
+        rc = hp_ps_pull(g->ps, g->thr, C);
+    g->comm_s += hp_now_s() - t0;
+    if (rc)
+        return rc;
+    hp_ps_rebase(g->ps, g->hparams);
+    if (g->nparams)
+        rc = g->be->ops->upload(g->be, hp_net_params(g->net), g->hparams,
+                                g->nparams * sizeof(float));
+    g->wver++;
+    return rc;
+}
+
+/* The stage's updates since the last push, as wave `wave`. */
+static int push_wave(struct stage *g, long wave)
+{
+    const double t0 = hp_now_s();
+    int rc = 0;
+
+    if (g->nparams)
+        rc = g->be->ops->download(g->be, g->hparams, hp_net_params(g->net),
+                                  g->nparams * sizeof(float));
+    if (!rc)
+        rc = hp_ps_push(g->ps, g->hparams, wave);
+    g->comm_s += hp_now_s() - t0;
+    g->unpushed = 0;
+    return rc;
+}
+
+static int forward(struct stage *g, long j, long nb, long m_global, long step)
 {
     const int slot = (int)(j % g->w);
     int32_t *lab = g->labels + (size_t)slot * g->batch;
     const size_t in_bytes = g->in_floats * sizeof(float);
-    int rc;
+    const long q = g->pbase + j; /* the VW's minibatch index since the start */
+    int rc = wave_gate(g, q, nb, j);
 
+    if (rc)
+        return rc;
+    if (g->trace) {
+        const long C = q / g->nm;
+        const double t = hp_now_s();
+        fprintf(g->trace, "mb,%d,%d,%d,%ld,%ld,%ld,%ld,%" PRId64 ",%ld,%.6f,%.6f,", g->rank, g->v,
+                g->s, C, q, C >= 2 ? (long)g->thr[0] : -1L, hp_ps_pushed(g->ps),
+                hp_ps_global_clock(g->ps), g->nupd, t, t);
+        hp_ps_trace_incl(g->ps, g->trace);
+    }
     if (g->s == 0) {
         hp_dataset_gather(&g->train, g->perm + (size_t)m_global * g->batch, g->batch, g->himg, lab);
         rc = g->be->ops->upload(g->be, hp_net_input(g->net, slot), g->himg, in_bytes);
@@ -206,7 +332,7 @@ static int forward(struct stage *g, long j, long m_global, long step)
     if (rc)
         return rc;
     g->ver[slot] = -1;
-    g->fwd_version[slot] = g->nupd;
+    g->fwd_version[slot] = g->wver;
     if (g->weight_log)
         g->fwd_hash[slot] = hash_weights(g, hp_net_params(g->net));
 
@@ -234,33 +360,26 @@ static int forward(struct stage *g, long j, long m_global, long step)
     return rc;
 }
 
-/* Before an update: every outstanding minibatch still on the current weights gets them
- * stashed (one copy shared by all of them). */
-static int stash_current(struct stage *g, long first, long end)
+/* dp: the gradients summed over the replicas by the ring allreduce, then divided by their
+ * number (the mean over R x B samples, as one step of hetpipe train at minibatch R x B). */
+static int dp_allreduce(struct stage *g, long step)
 {
-    int free_buf = -1, need = 0;
+    const double t0 = hp_now_s();
+    const float inv = 1.0f / (float)g->nvws;
+    const size_t bytes = g->nparams * sizeof(float);
+    int rc = g->be->ops->download(g->be, g->hgrad, hp_net_grads(g->net), bytes);
 
-    for (long q = first; q < end; q++)
-        need |= g->ver[q % g->w] == -1;
-    if (!need || g->o->no_stash)
-        return 0;
-    for (int b = 0; b < g->w - 1 && free_buf < 0; b++) {
-        int used = 0;
-        for (long q = first; q < end; q++)
-            used |= g->ver[q % g->w] == b;
-        if (!used)
-            free_buf = b;
+    if (!rc)
+        rc = hp_allreduce_sum(g->ar, g->hgrad, g->nparams, step, g->o->timeout_ms);
+    if (rc) {
+        hp_error("replica %d: the allreduce of step %ld failed: %s", g->v, step, hp_strerror(rc));
+        return rc;
     }
-    if (free_buf < 0) {
-        hp_error("vw %d stage %d: no free weight stash (internal error)", g->v, g->s);
-        return -HP_EINVAL;
-    }
-    int rc = g->be->ops->copy(g->be, g->stash[free_buf], hp_net_params(g->net),
-                              g->nparams * sizeof(float));
-    g->stash_version[free_buf] = g->nupd;
-    for (long q = first; q < end; q++)
-        if (g->ver[q % g->w] == -1)
-            g->ver[q % g->w] = free_buf;
+    for (size_t i = 0; i < g->nparams; i++)
+        g->hgrad[i] *= inv;
+    rc = g->be->ops->upload(g->be, hp_net_grads(g->net), g->hgrad, bytes);
+    g->comm_s += hp_now_s() - t0;
+    pad(g, t0, g->ar_cost);
     return rc;
 }
 
@@ -270,7 +389,7 @@ static int backward(struct stage *g, long j, long nf, long step, long total, dou
     const int slot = (int)(j % g->w);
     const size_t out_bytes = g->out_floats * sizeof(float);
     const float *weights = NULL;
-    long bwd_version = g->nupd;
+    long bwd_version = g->wver;
     int rc;
 
     if (g->next < 0) {
@@ -299,7 +418,7 @@ static int backward(struct stage *g, long j, long nf, long step, long total, dou
     }
     if (g->weight_log)
         fprintf(g->weight_log, "%d,%d,%ld,%ld,%ld,%ld,%016" PRIx64 ",%016" PRIx64 "\n", g->v, g->s,
-                j, g->fwd_version[slot], bwd_version, g->nupd, g->fwd_hash[slot],
+                j, g->fwd_version[slot], bwd_version, g->wver, g->fwd_hash[slot],
                 hash_weights(g, weights ? weights : hp_net_params(g->net)));
 
     const double t0 = hp_now_s();
@@ -326,6 +445,8 @@ static int backward(struct stage *g, long j, long nf, long step, long total, dou
     }
     if (!rc)
         rc = stash_current(g, j + 1, nf);
+    if (!rc && g->ar)
+        rc = dp_allreduce(g, step);
     if (!rc) {
         const double t1 = hp_now_s();
         rc = hp_net_sgd(g->net, lr_at(g, step, total), g->o->momentum, g->o->weight_decay);
@@ -333,11 +454,15 @@ static int backward(struct stage *g, long j, long nf, long step, long total, dou
             rc = sync_compute(g, t1);
     }
     g->nupd++;
+    g->wver++;
+    g->unpushed++;
+    if (!rc && g->ps && (g->pbase + j + 1) % g->nm == 0)
+        rc = push_wave(g, (g->pbase + j) / g->nm);
     return rc;
 }
 
 /* The test set forward through the pipeline (VW 0); stage 0 gets the totals. */
-static int evaluate(struct stage *g, int epoch, double *loss, double *acc)
+static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc)
 {
     const int batch = g->batch;
     const int n = g->s == 0 ? (g->o->test_limit > 0 && g->o->test_limit < g->test.n
@@ -415,10 +540,10 @@ static int evaluate(struct stage *g, int epoch, double *loss, double *acc)
         if (!rc) {
             const double tot[3] = {lsum, csum, count};
             memcpy(hp_msg_buf_payload(mb), tot, sizeof(tot));
-            rc = send_msg(g, g->first, HP_MSG_EVAL, mb, epoch, sizeof(tot), 0.0);
+            rc = send_msg(g, g->first, HP_MSG_EVAL, mb, tag, sizeof(tot), 0.0);
         }
     } else if (g->k > 1 && g->s == 0) {
-        rc = recv_checked(g, g->last, HP_MSG_EVAL, g->grad_in, epoch, 3 * sizeof(double),
+        rc = recv_checked(g, g->last, HP_MSG_EVAL, g->grad_in, tag, 3 * sizeof(double),
                           "test result");
         if (!rc) {
             double tot[3];
@@ -431,6 +556,36 @@ static int evaluate(struct stage *g, int epoch, double *loss, double *acc)
     if (!rc && g->s == 0) {
         *loss = count > 0 ? lsum / count : 0.0;
         *acc = count > 0 ? csum / count : 0.0;
+    }
+    return rc;
+}
+
+/* Evaluate (VW 0, every stage) on the global weights: each stage pulls its units (the final
+ * evaluation waits for every VW's last wave, the others take what the shards hold), runs the
+ * test set on them and goes back to its local weights. With one VW the global weights are the
+ * VW's own minus the wave in progress, so it evaluates its local weights, as plain pipelining
+ * does. Batch norm's running statistics are not synchronised: VW 0's own are used. */
+static int evaluate(struct stage *g, int final, double *loss, double *acc)
+{
+    const size_t bytes = g->nparams * sizeof(float);
+    const int global = g->ps && g->nvws > 1;
+    int rc = 0;
+
+    if (global) {
+        for (int x = 0; x < g->nvws; x++)
+            g->thr[x] = final ? g->final_waves[x] : 0;
+        rc = hp_ps_pull(g->ps, g->thr, -1);
+        if (!rc && g->nparams)
+            rc = g->be->ops->download(g->be, g->hsave, hp_net_params(g->net), bytes);
+        if (!rc && g->nparams)
+            rc = g->be->ops->upload(g->be, hp_net_params(g->net), hp_ps_global(g->ps), bytes);
+        if (rc)
+            return rc;
+    }
+    rc = evaluate_test_set(g, g->nevals++, loss, acc);
+    if (global && g->nparams) {
+        int rc2 = g->be->ops->upload(g->be, hp_net_params(g->net), g->hsave, bytes);
+        rc = rc ? rc : rc2;
     }
     return rc;
 }
@@ -491,6 +646,9 @@ static int setup(struct stage *g)
 
     g->k = vw->nstages;
     g->st = &vw->stages[g->s];
+    g->dp = p->grouping == HP_POLICY_DP;
+    g->nm = vw->nm > 0 ? vw->nm : 1;
+    g->D = p->opts.staleness;
     g->w = g->st->in_flight;
     g->batch = p->opts.batch;
     g->type = g->cl->gpus[g->st->gpu].type;
@@ -584,8 +742,60 @@ static int emulation_setup(struct stage *g, const struct hp_gpudb *db)
     return 0;
 }
 
+/* The synchronisation across VWs: the PS client (WSP) or, for dp, the allreduce group of the
+ * replicas. total_mb: the job's minibatches per epoch. */
+static int sync_setup(struct stage *g, long total_mb)
+{
+    const struct hp_plan *p = g->plan;
+    const size_t n = g->nparams ? g->nparams : 1;
+    int rc = 0;
+
+    g->thr = calloc((size_t)g->nvws, sizeof(int64_t));
+    g->final_waves = calloc((size_t)g->nvws, sizeof(long));
+    g->hsave = malloc(n * sizeof(float));
+    if (!g->thr || !g->final_waves || !g->hsave)
+        return -HP_ENOMEM;
+    if (g->dp) {
+        int *ranks = malloc((size_t)g->nvws * sizeof(int));
+        if (!ranks || !(g->hgrad = malloc(n * sizeof(float)))) {
+            free(ranks);
+            return -HP_ENOMEM;
+        }
+        for (int x = 0; x < g->nvws; x++)
+            ranks[x] = rank_of(p, x, 0);
+        rc = hp_allreduce_create(g->comm, ranks, g->nvws, g->rank, g->nparams, &g->ar);
+        free(ranks);
+        g->ar_cost = g->o->emulate > 0 ? g->o->emulate * p->allreduce_s : 0.0;
+        return rc;
+    }
+    if (!p->nshards)
+        return 0;
+    for (int x = 0; x < g->nvws; x++) {
+        const long mb = total_mb / g->nvws + (x < total_mb % g->nvws ? 1 : 0);
+        const long nm = p->vws[x].nm > 0 ? p->vws[x].nm : 1;
+        g->final_waves[x] = (g->o->epochs * mb + nm - 1) / nm;
+    }
+    if (g->o->trace && !(g->trace = hp_ps_trace_open(g->o->trace, g->rank)))
+        return -HP_EIO;
+    if (g->nparams)
+        rc = g->be->ops->download(g->be, g->hparams, hp_net_params(g->net),
+                                  g->nparams * sizeof(float));
+    if (!rc)
+        rc = hp_ps_client_create(p, g->model, g->v, g->s, g->cl->gpus[g->st->gpu].node, g->rank,
+                                 g->comm, g->hparams, g->o->timeout_ms, g->trace, &g->ps);
+    return rc;
+}
+
 static void teardown(struct stage *g)
 {
+    hp_ps_client_destroy(g->comm, g->ps);
+    if (g->trace)
+        fclose(g->trace);
+    hp_allreduce_destroy(g->comm, g->ar);
+    free(g->thr);
+    free(g->final_waves);
+    free(g->hsave);
+    free(g->hgrad);
     for (int i = 0; i < 2; i++) {
         hp_msg_buf_destroy(g->comm, g->act_out[i]);
         hp_msg_buf_destroy(g->comm, g->grad_out[i]);
@@ -633,7 +843,7 @@ static int open_files(struct stage *g)
         if (!(g->weight_log = open_out(path, "weight log")))
             return -HP_EIO;
         fprintf(g->weight_log,
-                "vw,stage,minibatch,fwd_version,bwd_version,updates_at_bwd,fwd_hash,bwd_hash\n");
+                "vw,stage,minibatch,fwd_version,bwd_version,version_at_bwd,fwd_hash,bwd_hash\n");
     }
     if (reporter && o->step_log) {
         if (!(g->step_log = open_out(o->step_log, "step log")))
@@ -668,11 +878,71 @@ static int write_stats(const struct stage *g, const struct hp_worker_result *r)
             g->st->u0, g->st->u1 - 1, g->w, g->o->emulate, r->minibatches, r->train_s,
             r->compute_s, r->pad_s, r->comm_s, r->other_s, r->images_per_s,
             g->plan->vws[g->v].rate, r->mem_peak, r->mem_predicted, r->test_acc);
+    if (g->ps) {
+        struct hp_ps_stats ps;
+        hp_ps_client_stats(g->ps, &ps);
+        /* per wave: a push every wave, a pull every wave from the third on */
+        fprintf(f,
+                "waves_pushed = %ld\npulls = %ld\npull_wait_s = %.6f\nremote_push_bytes = %" PRIu64
+                "\nremote_pull_bytes = %" PRIu64 "\nremote_bytes_per_wave = %.1f\n",
+                ps.pushes, ps.pulls, ps.pull_wait_s, ps.remote_push_bytes, ps.remote_pull_bytes,
+                (ps.pushes ? (double)ps.remote_push_bytes / ps.pushes : 0.0) +
+                    (ps.pulls ? (double)ps.remote_pull_bytes / ps.pulls : 0.0));
+    }
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         hp_error("cannot write stats file '%s': %s", path, strerror(errno));
         return -HP_EIO;
     }
     return 0;
+}
+
+/* Evaluate (VW 0) and report on stage 0: within an epoch (after nb of its my_mb minibatches)
+ * or at its end (nb < 0); step: the job's, train_s: training seconds so far. */
+static int eval_report(struct stage *g, struct hp_worker_result *res, int epoch, long nb,
+                       long my_mb, long step, double train_s, int final, double *tl, double *ta)
+{
+    const double c0 = g->compute_s, p0 = g->pad_s, m0 = g->comm_s;
+    int rc = evaluate(g, final, tl, ta);
+
+    /* evaluation is outside the training phase's accounting */
+    g->compute_s = c0;
+    g->pad_s = p0;
+    g->comm_s = m0;
+    if (rc || g->s != 0)
+        return rc;
+    if (nb >= 0)
+        printf("epoch %d/%d step %ld/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1,
+               g->o->epochs, nb, my_mb, *tl, 100.0 * *ta);
+    else
+        printf("epoch %d/%d test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs, *tl,
+               100.0 * *ta);
+    if (g->metrics)
+        fprintf(g->metrics, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, step, train_s, *tl, *ta);
+    fflush(stdout);
+    res->test_loss = *tl;
+    res->test_acc = *ta;
+    return 0;
+}
+
+/* The progress line's WSP part: every VW's clock as of this stage's last pull, the global
+ * clock, and the job's rate from those clocks. */
+static void print_clocks(const struct stage *g, double elapsed)
+{
+    double images = 0.0;
+
+    if (!g->ps || g->nvws < 2 || hp_ps_global_clock(g->ps) < 0)
+        return;
+    printf(" | clocks");
+    for (int x = 0; x < g->nvws; x++) {
+        int64_t lo, hi;
+        hp_ps_included(g->ps, x, &lo, &hi);
+        if (x == g->v)
+            hi = hp_ps_pushed(g->ps);
+        printf("%c%" PRId64, x ? ',' : ' ', hi);
+        images += (double)hi * g->plan->vws[x].nm * g->batch;
+    }
+    printf(" global %" PRId64 " | job %.0f img/s", hp_ps_global_clock(g->ps),
+           elapsed > 0 ? images / elapsed : 0.0);
 }
 
 int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
@@ -738,51 +1008,80 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         }
     }
     total_mb = ntrain / g.batch;
-    const long my_mb = total_mb / g.nvws + (g.v < total_mb % g.nvws ? 1 : 0);
+    /* dp: every replica the same number of steps (those of hetpipe train at R x B) */
+    const long my_mb = g.dp ? total_mb / g.nvws
+                            : total_mb / g.nvws + (g.v < total_mb % g.nvws ? 1 : 0);
     if (my_mb == 0) {
         hp_error("minibatch %d x %d virtual workers is more than the %d training samples",
                  g.batch, g.nvws, ntrain);
         rc = -HP_EINVAL;
         goto out;
     }
-    const long total_steps = total_mb * o->epochs;
+    rc = sync_setup(&g, total_mb);
+    if (rc)
+        goto out;
+    const long total_steps = g.dp ? my_mb * o->epochs : total_mb * o->epochs;
     const int reporter = g.v == 0 && g.s == 0;
-    if (reporter)
-        printf("hetpipe: model %s, %d virtual worker%s, this one of %d stage%s, Nm %d, batch %d, "
-               "%d epochs of %ld minibatches, lr %g, seed %llu%s\n",
-               model->name, g.nvws, g.nvws == 1 ? "" : "s", g.k, g.k == 1 ? "" : "s",
-               plan->vws[g.v].nm, g.batch, o->epochs, my_mb, o->lr,
-               (unsigned long long)plan->opts.seed, o->emulate > 0 ? ", emulated GPU types" : "");
+    /* --eval-every N samples: VW 0 evaluates after every ek of its minibatches */
+    const long ek = o->eval_every > 0
+                        ? (o->eval_every + (long)g.nvws * g.batch - 1) / ((long)g.nvws * g.batch)
+                        : 0;
+    if (reporter) {
+        if (g.dp)
+            printf("hetpipe: model %s, dp over %d replicas (ring allreduce every minibatch), "
+                   "batch %d per replica, %d epochs of %ld steps, lr %g, seed %llu%s\n",
+                   model->name, g.nvws, g.batch, o->epochs, my_mb, o->lr,
+                   (unsigned long long)plan->opts.seed, o->emulate > 0 ? ", emulated GPU types" : "");
+        else
+            printf("hetpipe: model %s, %d virtual worker%s, this one of %d stage%s, Nm %d, batch "
+                   "%d, %d epochs of %ld minibatches, lr %g, seed %llu%s%s\n",
+                   model->name, g.nvws, g.nvws == 1 ? "" : "s", g.k, g.k == 1 ? "" : "s", g.nm,
+                   g.batch, o->epochs, my_mb, o->lr, (unsigned long long)plan->opts.seed,
+                   g.nvws > 1 ? (plan->nshards ? ", WSP" : "") : "",
+                   o->emulate > 0 ? ", emulated GPU types" : "");
+    }
     fflush(stdout);
 
-    double t_train = 0.0;
+    const double t_start = hp_now_s();
+    double eval_s = 0.0; /* VW 0's evaluations, not training time */
     for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
-        long nf = 0, nb = 0, nint = 0;
+        long nf = 0, nb = 0, nint = 0, next_eval = g.v == 0 && ek ? ek : my_mb;
         double lsum = 0.0, csum = 0.0;
-        const double t_epoch = hp_now_s();
-        double t_int = t_epoch;
+        double t_int = hp_now_s();
 
         if (g.s == 0)
             hp_permute(g.perm, g.train.n < ntrain ? g.train.n : ntrain,
                        hp_rng_derive(plan->opts.seed, 0x1000 + (uint64_t)epoch));
         step_base = (long)epoch * total_mb;
+        g.pbase = (long)epoch * my_mb;
         while (nb < my_mb && !rc) {
-            if (nf < my_mb && nf - nb < g.w) {
+            const long lim = next_eval < my_mb ? next_eval : my_mb;
+            if (nb == lim) { /* drained for an evaluation within the epoch */
+                double tl = 0.0, ta = 0.0;
+                const double te = hp_now_s();
+                rc = eval_report(&g, res, epoch, nb, my_mb, step_base + nb * g.nvws,
+                                 te - t_start - eval_s, 0, &tl, &ta);
+                eval_s += hp_now_s() - te;
+                t_int += hp_now_s() - te;
+                next_eval += ek;
+                continue;
+            }
+            /* dp: the step of hetpipe train at R x B; else the job's minibatch index */
+            if (nf < lim && nf - nb < g.w) {
                 const long m = nf * g.nvws + g.v;
-                rc = forward(&g, nf, m, step_base + m);
+                rc = forward(&g, nf, nb, m, g.dp ? g.pbase + nf : step_base + m);
                 nf++;
             } else {
-                const long m = nb * g.nvws + g.v;
+                const long m = nb * g.nvws + g.v, step = g.dp ? g.pbase + nb : step_base + m;
                 double l = 0.0;
                 int c = 0;
-                rc = backward(&g, nb, nf, step_base + m, total_steps, &l, &c);
+                rc = backward(&g, nb, nf, step, total_steps, &l, &c);
                 nb++;
                 res->minibatches++;
                 if (rc || g.s != 0)
                     continue;
                 if (!isfinite(l)) {
-                    hp_error("loss is %g at step %ld: training diverged (lower --lr)", l,
-                             step_base + m);
+                    hp_error("loss is %g at step %ld: training diverged (lower --lr)", l, step);
                     rc = -HP_ERANGE;
                     break;
                 }
@@ -790,16 +1089,19 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                 csum += c;
                 nint++;
                 if (g.step_log)
-                    fprintf(g.step_log, "%ld,%.9e\n", step_base + m, l / g.batch);
+                    fprintf(g.step_log, "%ld,%.9e\n", step, l / g.batch);
                 if (reporter && ((o->log_every > 0 && nb % o->log_every == 0) || nb == my_mb)) {
                     const double now = hp_now_s(), ips = (double)nint * g.batch / (now - t_int);
-                    if (o->log_every > 0)
-                        printf("epoch %d/%d step %ld/%ld loss %.4f acc %.2f%% %.0f img/s\n",
+                    if (o->log_every > 0) {
+                        printf("epoch %d/%d step %ld/%ld loss %.4f acc %.2f%% %.0f img/s",
                                epoch + 1, o->epochs, nb, my_mb, lsum / ((double)nint * g.batch),
                                100.0 * csum / ((double)nint * g.batch), ips);
+                        print_clocks(&g, now - t_start);
+                        putchar('\n');
+                    }
                     if (g.metrics)
                         fprintf(g.metrics, "train,%d,%ld,%.3f,%.6f,%.6f,%.1f\n", epoch + 1,
-                                step_base + nb, t_train + now - t_epoch,
+                                step_base + nb * g.nvws, now - t_start - eval_s,
                                 lsum / ((double)nint * g.batch), csum / ((double)nint * g.batch),
                                 ips);
                     fflush(stdout);
@@ -809,31 +1111,32 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                 }
             }
         }
-        t_train += hp_now_s() - t_epoch;
         if (rc)
             break;
-        if (g.v == 0) {
+        const int last = epoch + 1 == o->epochs;
+        if (last && g.ps && g.unpushed > 0) /* the partial last wave */
+            rc = push_wave(&g, hp_ps_pushed(g.ps));
+        if (!rc && g.v == 0) {
             double tl = 0.0, ta = 0.0;
-            const double c0 = g.compute_s, p0 = g.pad_s, m0 = g.comm_s;
-            rc = evaluate(&g, epoch, &tl, &ta);
-            /* evaluation is outside the training phase's accounting */
-            g.compute_s = c0;
-            g.pad_s = p0;
-            g.comm_s = m0;
-            if (!rc && reporter) {
-                printf("epoch %d/%d test loss %.4f accuracy %.2f%%\n", epoch + 1, o->epochs, tl,
-                       100.0 * ta);
-                if (g.metrics)
-                    fprintf(g.metrics, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1,
-                            (long)(epoch + 1) * total_mb, t_train, tl, ta);
-                fflush(stdout);
-                res->test_loss = tl;
-                res->test_acc = ta;
-            }
+            const double te = hp_now_s();
+            rc = eval_report(&g, res, epoch, -1, my_mb, (long)(epoch + 1) * total_mb,
+                             te - t_start - eval_s, last, &tl, &ta);
+            eval_s += hp_now_s() - te;
         }
     }
+    const double t_train = hp_now_s() - t_start - eval_s;
+    if (!rc && g.ps)
+        rc = hp_ps_flush(g.ps);
     if (!rc)
         rc = param_hash(&g, &res->param_hash);
+    if (!rc && o->save_params) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s.%d", o->save_params, rank);
+        rc = g.be->ops->download(g.be, g.hparams, hp_net_params(g.net),
+                                 g.nparams * sizeof(float));
+        if (!rc)
+            rc = hp_save_floats(path, g.hparams, g.nparams);
+    }
     /* the last sends must be delivered before the endpoints close */
     for (int i = 0; i < 2 && !rc; i++) {
         rc = hp_comm_send_wait(comm, g.act_out[i], o->timeout_ms);
@@ -853,11 +1156,17 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     res->mem_predicted = g.st->memory;
     if (reporter) {
         const double pred = plan->vws[g.v].rate / (o->emulate > 0 ? o->emulate : 1.0);
-        printf("hetpipe: trained %ld minibatches in %.1f s: %.0f img/s on this virtual worker",
-               res->minibatches, t_train, res->images_per_s);
+        printf("hetpipe: trained %ld minibatches in %.1f s: %.0f img/s on this %s",
+               res->minibatches, t_train, res->images_per_s,
+               g.dp ? "replica" : "virtual worker");
         if (o->emulate > 0)
             printf(" (predicted %.0f for the emulated GPUs at scale %g: ratio %.2f)", pred,
                    o->emulate, res->images_per_s / pred);
+        if (g.nvws > 1) /* every VW's (replica's) minibatches over this one's time */
+            printf("; the job %.0f img/s",
+                   t_train > 0 ? (double)(g.dp ? my_mb * g.nvws : total_mb) * o->epochs *
+                                     g.batch / t_train
+                               : 0.0);
         printf("\nhetpipe: parameters hash %016" PRIx64 "\n", res->param_hash);
         fflush(stdout);
     }

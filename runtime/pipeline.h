@@ -34,6 +34,20 @@
  * hetpipe train with the same seed: the per-step losses and the final parameters are equal
  * bit for bit.
  *
+ * Across VWs, with PS shards in the plan: Wave Synchronous Parallel (runtime/ps.h, the rules
+ * and the staleness bound at wave_gate in pipeline.c): each stage pushes the sum of its
+ * updates after the backward pass of a wave's last minibatch, and before the forward pass of
+ * the first minibatch of wave C >= 2 waits until every VW has pushed wave C - 2 - D of its
+ * units, pulls them and rebases. VW 0 evaluates on the global weights.
+ *
+ * The dp baseline (plan->grouping == HP_POLICY_DP, no PS shards): every VW is one stage with
+ * the whole model, a replica. Replica r of R takes minibatch j R + r (size B) of the epoch's
+ * permutation, j < floor(floor(N / B) / R); after each backward pass the gradients are summed
+ * by the ring allreduce (runtime/allreduce.h) and divided by R, and every replica takes the
+ * SGD step of hetpipe train's step j at minibatch R B. So the replicas stay identical, and
+ * without batch norm or dropout they follow hetpipe train --batch R·B up to the reassociation
+ * of the gradient sums. Emulation pads each allreduce to S x the plan's allreduce time.
+ *
  * Emulated GPU types (emulate = S > 0): each forward (and backward) pass of the stage's units
  * is padded by sleeping to S x the cost model's time for the stage's GPU type, and each send
  * to S x the link's transfer time (the planner's model: transfers do not overlap compute), so

@@ -55,7 +55,7 @@ static int init_unit(const struct hp_model *m, int u, uint64_t seed, float *out)
     return rc;
 }
 
-static FILE *open_trace(const char *prefix, int rank)
+FILE *hp_ps_trace_open(const char *prefix, int rank)
 {
     char path[4096];
     FILE *f;
@@ -345,7 +345,7 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl,
             cap = sh.clients[i].floats * sizeof(float);
     if (!rc && !(in = malloc(cap)))
         rc = -HP_ENOMEM;
-    if (!rc && o->trace && !(sh.trace = open_trace(o->trace, rank)))
+    if (!rc && o->trace && !(sh.trace = hp_ps_trace_open(o->trace, rank)))
         rc = -HP_EIO;
     for (int left = workers; left > 0 && !rc;) {
         struct hp_msg_header h;
@@ -380,6 +380,14 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                      rank, (unsigned)h.type, h.src);
             rc = -HP_EPROTOCOL;
         }
+    }
+    if (!rc && o->save_params) {
+        char path[4096];
+        size_t total = 0;
+        for (int u = 0; u < plan->nunits; u++)
+            total += ours(&sh, u) ? model->units[u].nparams : 0;
+        snprintf(path, sizeof(path), "%s.%d", o->save_params, rank);
+        rc = hp_save_floats(path, sh.w, total);
     }
     for (int i = 0; i < sh.nclients; i++) {
         hp_msg_buf_destroy(comm, sh.clients[i].reply);
@@ -435,12 +443,15 @@ struct hp_ps_client {
     int64_t *incl;      /* [nvws][2]: what the training weights hold (the last pull for a wave) */
     int64_t *last;      /* [nvws][2]: the last pull's, evaluation included */
     long pushed;
+    int64_t global;     /* the last pull's global clock, -1 */
     FILE *trace;
+    int node;           /* the stage's GPU's; shard i is on node i */
+    struct hp_ps_stats stats;
 };
 
 int hp_ps_client_create(const struct hp_plan *plan, const struct hp_model *model, int v, int s,
-                        int rank, struct hp_comm *comm, const float *init, int timeout_ms,
-                        FILE *trace, struct hp_ps_client **out)
+                        int node, int rank, struct hp_comm *comm, const float *init,
+                        int timeout_ms, FILE *trace, struct hp_ps_client **out)
 {
     const struct hp_stage_plan *st = &plan->vws[v].stages[s];
     struct hp_ps_client *c = calloc(1, sizeof(*c));
@@ -449,9 +460,9 @@ int hp_ps_client_create(const struct hp_plan *plan, const struct hp_model *model
     *out = NULL;
     if (!c)
         return -HP_ENOMEM;
-    *c = (struct hp_ps_client){.plan = plan, .model = model, .comm = comm, .v = v, .s = s,
+    *c = (struct hp_ps_client){.plan = plan, .model = model, .comm = comm, .v = v, .s = s, .global = -1,
                                .rank = rank, .nvws = plan->nvws, .timeout_ms = timeout_ms,
-                               .u0 = st->u0, .u1 = st->u1, .trace = trace};
+                               .u0 = st->u0, .u1 = st->u1, .trace = trace, .node = node};
     c->n = unit_offset(model, st->u0, st->u1);
     c->links = calloc((size_t)(plan->nshards ? plan->nshards : 1), sizeof(struct link));
     c->S = malloc((c->n ? c->n : 1) * sizeof(float));
@@ -506,6 +517,15 @@ void hp_ps_client_destroy(struct hp_comm *comm, struct hp_ps_client *c)
     free(c);
 }
 
+/* A stage with no parameters on any shard has nothing to include: "-". */
+static void client_incl(const struct hp_ps_client *c, FILE *f, const int64_t *mm)
+{
+    if (c->nlinks)
+        trace_incl(f, mm, c->nvws);
+    else
+        fputs("-\n", f);
+}
+
 /* Shard i's floats of the stage, copied between the stage layout and a packed buffer. */
 static void gather(const struct hp_ps_client *c, int shard, const float *stage, float *packed)
 {
@@ -549,6 +569,8 @@ int hp_ps_push(struct hp_ps_client *c, const float *local, long wave)
                                         .minibatch = -1, .clock = wave,
                                         .payload_bytes = l->floats * sizeof(float)};
         rc = hp_comm_send_start(c->comm, l->rank, &h, l->push);
+        if (!rc && l->rank - first_shard_rank(c->plan) != c->node)
+            c->stats.remote_push_bytes += h.payload_bytes;
         if (rc)
             hp_error("vw %d stage %d: pushing wave %ld to PS shard rank %d failed: %s", c->v, c->s,
                      wave, l->rank, hp_strerror(rc));
@@ -556,6 +578,7 @@ int hp_ps_push(struct hp_ps_client *c, const float *local, long wave)
     if (rc)
         return rc;
     c->pushed = wave + 1;
+    c->stats.pushes++;
     if (c->trace) {
         const double t = hp_now_s();
         fprintf(c->trace, "push,%d,%d,%d,%ld,-1,-1,%ld,-1,-1,%.6f,%.6f,\n", c->rank, c->v, c->s,
@@ -612,6 +635,8 @@ int hp_ps_pull(struct hp_ps_client *c, const int64_t *thr, long wave)
             c->last[2 * x + 1] = mm[1] > c->last[2 * x + 1] ? mm[1] : c->last[2 * x + 1];
         }
         global = h->clock < global ? h->clock : global;
+        if (l->rank - first_shard_rank(c->plan) != c->node)
+            c->stats.remote_pull_bytes += l->floats * sizeof(float);
     }
     if (rc) {
         hp_error("vw %d stage %d: pulling for wave %ld failed: %s", c->v, c->s, wave,
@@ -621,11 +646,18 @@ int hp_ps_pull(struct hp_ps_client *c, const int64_t *thr, long wave)
     if (!c->nlinks)
         for (int x = 0; x < c->nvws; x++)
             c->last[2 * x] = c->last[2 * x + 1] = 0;
+    c->global = c->nlinks ? global : -1;
+    if (wave >= 0) {
+        c->stats.pulls++;
+        c->stats.pull_wait_s += hp_now_s() - t0;
+    } else {
+        c->stats.eval_pulls++;
+    }
     if (c->trace) {
         fprintf(c->trace, "%s,%d,%d,%d,%ld,-1,%" PRId64 ",%ld,%" PRId64 ",-1,%.6f,%.6f,",
                 wave < 0 ? "evalpull" : "pull", c->rank, c->v, c->s, wave, tmax, c->pushed,
                 c->nlinks ? global : -1, t0, hp_now_s());
-        trace_incl(c->trace, c->last, c->nvws);
+        client_incl(c, c->trace, c->last);
     }
     if (wave >= 0)
         memcpy(c->incl, c->last, (size_t)c->nvws * 2 * sizeof(int64_t));
@@ -646,9 +678,36 @@ void hp_ps_included(const struct hp_ps_client *c, int x, int64_t *min, int64_t *
 void hp_ps_rebase(struct hp_ps_client *c, float *local)
 {
     for (size_t i = 0; i < c->n; i++) {
-        local[i] += c->g[i] - c->S[i];
+        const float d = c->g[i] - c->S[i];
+        if (d != 0.0f) /* adding +0 would turn -0 into +0: one VW must stay bit for bit */
+            local[i] += d;
         c->S[i] = c->g[i];
     }
+}
+
+int64_t hp_ps_global_clock(const struct hp_ps_client *c)
+{
+    return c->global;
+}
+
+int hp_ps_flush(struct hp_ps_client *c)
+{
+    int rc = 0;
+
+    for (int i = 0; i < c->nlinks && !rc; i++) {
+        rc = hp_comm_send_wait(c->comm, c->links[i].push, c->timeout_ms);
+        if (!rc)
+            rc = hp_comm_send_wait(c->comm, c->links[i].req, c->timeout_ms);
+    }
+    if (rc)
+        hp_error("vw %d stage %d: the last push to the PS shards failed: %s", c->v, c->s,
+                 hp_strerror(rc));
+    return rc;
+}
+
+void hp_ps_client_stats(const struct hp_ps_client *c, struct hp_ps_stats *out)
+{
+    *out = c->stats;
 }
 
 long hp_ps_pushed(const struct hp_ps_client *c)
@@ -658,5 +717,5 @@ long hp_ps_pushed(const struct hp_ps_client *c)
 
 void hp_ps_trace_incl(const struct hp_ps_client *c, FILE *f)
 {
-    trace_incl(f, c->incl, c->nvws);
+    client_incl(c, f, c->incl);
 }

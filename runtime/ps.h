@@ -63,10 +63,11 @@ int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank
 /* The worker side: stage (v, s)'s view of the shards that own its units. */
 struct hp_ps_client;
 
-/* `init` is the stage's initial parameters (host, the stage's floats). trace may be NULL. */
+/* `init` is the stage's initial parameters (host, the stage's floats); `node` the node of
+ * the stage's GPU (traffic to the shards of other nodes is counted). trace may be NULL. */
 int hp_ps_client_create(const struct hp_plan *plan, const struct hp_model *model, int v, int s,
-                        int rank, struct hp_comm *comm, const float *init, int timeout_ms,
-                        FILE *trace, struct hp_ps_client **out);
+                        int node, int rank, struct hp_comm *comm, const float *init,
+                        int timeout_ms, FILE *trace, struct hp_ps_client **out);
 void hp_ps_client_destroy(struct hp_comm *comm, struct hp_ps_client *c);
 
 /* Push wave `wave`: the update since the last push or pull is local - S, where S is the
@@ -90,7 +91,26 @@ void hp_ps_rebase(struct hp_ps_client *c, float *local);
 /* Waves this client has pushed. */
 long hp_ps_pushed(const struct hp_ps_client *c);
 
-/* Write the incl column ("min:max;..." per VW) of the last pull to f. */
+/* The global clock of the stage's units in the last pull (-1: no shard holds any). */
+int64_t hp_ps_global_clock(const struct hp_ps_client *c);
+
+/* Wait until the pushes and requests in flight have left (before saying done). */
+int hp_ps_flush(struct hp_ps_client *c);
+
+/* What crossed to shards on other nodes (payload floats; pull replies counted by their
+ * weights), and how often. */
+struct hp_ps_stats {
+    uint64_t remote_push_bytes, remote_pull_bytes;
+    long pushes, pulls, eval_pulls;
+    double pull_wait_s; /* in training pulls, from request to reply */
+};
+void hp_ps_client_stats(const struct hp_ps_client *c, struct hp_ps_stats *out);
+
+/* Open PREFIX.<rank> for writing and put HP_TRACE_HEADER in it (NULL and logged on failure). */
+FILE *hp_ps_trace_open(const char *prefix, int rank);
+
+/* Write the incl column ("min:max;..." per VW, "-" for a stage no shard holds) of the last
+ * training pull to f, and a newline. */
 void hp_ps_trace_incl(const struct hp_ps_client *c, FILE *f);
 
 #endif

@@ -10,7 +10,6 @@
 #include "bootstrap.h"
 #include "backend.h"
 #include "comm.h"
-#include "dp.h"
 #include "error.h"
 #include "gpudb.h"
 #include "ini.h"
@@ -240,8 +239,6 @@ int main(int argc, char **argv)
         goto out;
     if (rank >= plan.nranks - plan.nshards)
         rc = hp_ps_run(&plan, &cl, model, (int)rank, comm, &o);
-    else if (plan.grouping == HP_POLICY_DP)
-        rc = hp_dp_run(&plan, &cl, &db, model, (int)rank, comm, &o, &res);
     else
         rc = hp_worker_run(&plan, &cl, &db, model, (int)rank, comm, &o, &res);
 out:
