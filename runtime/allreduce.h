@@ -23,15 +23,22 @@
 struct hp_allreduce;
 
 /* A group of `n` ranks in ring order (ranks[], this rank among them, every one connected in
- * `comm`), for vectors of up to max_floats floats. */
+ * `comm`), for vectors of up to max_floats floats. `self` is this process's comm rank (not its
+ * index in ranks[]); ranks[] must be distinct and is only read during the call. The three
+ * message buffers (two sends, one receive, of one chunk each) are allocated here, so that
+ * hp_allreduce_sum allocates nothing; none for n = 1. On success *out owns them (free with
+ * hp_allreduce_destroy, which takes NULL); -HP_EINVAL or -HP_ENOMEM, *out untouched. */
 int hp_allreduce_create(struct hp_comm *comm, const int *ranks, int n, int self,
                         size_t max_floats, struct hp_allreduce **out);
 void hp_allreduce_destroy(struct hp_comm *comm, struct hp_allreduce *ar);
 
 /* buf[0 .. count) := the sum of every member's buf (count <= max_floats, the same on every
- * member), for step `step` (the same on every member, to catch a group out of step). A peer
- * that fails or stays silent for timeout_ms gives an error (-HP_EIO, -HP_ETIMEOUT,
- * -HP_EPROTOCOL), never a hang. With n = 1 it returns at once. */
+ * member), for step `step` (>= 0, the same on every member, to catch a group out of step). A
+ * peer that fails or stays silent for timeout_ms (each wait, not the whole call) gives an
+ * error (-HP_EIO, -HP_ETIMEOUT, -HP_EPROTOCOL naming the header field and both values), never
+ * a hang. count < n and count = 0 are allowed (empty chunks still travel, so the step is
+ * checked all the same). Returns once its own sends have completed; after a failure buf is
+ * partly summed and the group is unusable. With n = 1 it returns at once. */
 int hp_allreduce_sum(struct hp_allreduce *ar, float *buf, size_t count, long step,
                      int timeout_ms);
 

@@ -18,6 +18,7 @@ int main(void)
     srunner_add_suite(sr, suite_plan());
     srunner_add_suite(sr, suite_comm());
     srunner_add_suite(sr, suite_bootstrap());
+    srunner_add_suite(sr, suite_allreduce());
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

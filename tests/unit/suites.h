@@ -13,6 +13,7 @@ Suite *suite_cluster(void);
 Suite *suite_partition(void);
 Suite *suite_plan(void);
 Suite *suite_comm(void);
+Suite *suite_allreduce(void);
 Suite *suite_bootstrap(void);
 
 #endif

@@ -10,49 +10,18 @@
 #include "error.h"
 
 #include <check.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define CHILD_ALARM_S 30
 #define OP_TIMEOUT_MS 10000
-#define MAX_RANKS 8
 
 static const uint8_t job_token[HP_MSG_TOKEN_LEN] = "hetpipe-boot-job";
-
-/* A fresh private directory (mkdtemp makes it 0700); path in a static buffer. */
-static const char *fresh_dir(void)
-{
-    static char dir[64];
-
-    snprintf(dir, sizeof(dir), "/tmp/hp-boot-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    return dir;
-}
-
-static void remove_dir(const char *dir)
-{
-    char path[512];
-    struct dirent *e;
-    DIR *d = opendir(dir);
-
-    if (d == NULL)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 /* Rank r's test blob: 1 + 777 * r bytes (one rank with a near-maximal blob), a pattern of r. */
 static size_t blob_len(int r)
@@ -78,27 +47,11 @@ static int blob_ok(const uint8_t *p, size_t n, int r)
 
 enum rank_mode { RANK_BLOBS, RANK_WIREUP };
 
-/* A barrier: every rank writes one byte to `up` when done, then waits for EOF on `down`,
- * which the parent closes once all have written (so no rank exits while a peer still talks
- * to it). */
-struct barrier {
-    int up[2];
-    int down[2];
-};
-
-static void barrier_wait(struct barrier *bar)
-{
-    char c;
-
-    if (write(bar->up[1], "x", 1) != 1)
-        return;
-    while (read(bar->down[0], &c, 1) > 0) {
-    }
-}
-
 /* The blob exchange of rank r: every blob checked. Returns an exit code. */
-static int rank_blobs(const char *dir, int r, int n)
+static int rank_blobs(struct test_rank *self)
 {
+    const char *dir = self->arg;
+    const int r = self->rank, n = self->n;
     static uint8_t mine[64 * 1024];
     struct hp_boot *b = NULL;
     int code = 0;
@@ -128,8 +81,10 @@ out:
 }
 
 /* Wire-up through the directory, then a ring: send our rank to r + 1, receive r - 1's. */
-static int rank_wireup(const char *dir, int r, int n, struct barrier *bar)
+static int rank_wireup(struct test_rank *self)
 {
+    const char *dir = self->arg;
+    const int r = self->rank, n = self->n;
     struct hp_boot *b = NULL;
     struct hp_comm *comm = NULL;
     struct hp_msg_header h = {
@@ -160,7 +115,9 @@ static int rank_wireup(const char *dir, int r, int n, struct barrier *bar)
     if (got != (r - 1 + n) % n || h.src != (r - 1 + n) % n)
         code = 15;
 out:
-    barrier_wait(bar);
+    /* no rank leaves while a peer may still talk to it */
+    test_rank_report(self, NULL, 0);
+    test_rank_barrier(self);
     hp_comm_destroy(comm);
     hp_boot_close(b);
     return code;
@@ -169,44 +126,17 @@ out:
 /* Fork n ranks in `mode` through `dir` and assert every one exits 0. */
 static void run_ranks(enum rank_mode mode, const char *dir, int n)
 {
-    struct barrier bar;
-    pid_t pids[MAX_RANKS];
-    int codes[MAX_RANKS];
-    char c;
+    int codes[TEST_MAX_RANKS];
 
-    ck_assert_int_le(n, MAX_RANKS);
-    ck_assert_int_eq(pipe(bar.up), 0);
-    ck_assert_int_eq(pipe(bar.down), 0);
-    fflush(NULL);
-    for (int r = 0; r < n; r++) {
-        pids[r] = fork();
-        ck_assert_int_ge(pids[r], 0);
-        if (pids[r] == 0) {
-            close(bar.up[0]);
-            close(bar.down[1]);
-            alarm(CHILD_ALARM_S); /* a stuck rank dies rather than hangs the suite */
-            _exit(mode == RANK_BLOBS ? rank_blobs(dir, r, n) : rank_wireup(dir, r, n, &bar));
-        }
-    }
-    close(bar.up[1]);
-    close(bar.down[0]);
-    for (int r = 0; r < n && mode == RANK_WIREUP; r++)
-        if (read(bar.up[0], &c, 1) != 1)
-            break; /* a rank died; waitpid says how */
-    close(bar.down[1]);
-    close(bar.up[0]);
-    for (int r = 0; r < n; r++) {
-        int status = 0;
-        ck_assert_int_eq(waitpid(pids[r], &status, 0), pids[r]);
-        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
+    test_ranks_run(n, mode == RANK_BLOBS ? rank_blobs : rank_wireup, (void *)dir, CHILD_ALARM_S,
+                   NULL, 0, NULL, codes);
     for (int r = 0; r < n; r++)
         ck_assert_msg(codes[r] == 0, "rank %d of %d exited with %d", r, n, codes[r]);
 }
 
 START_TEST(four_ranks_exchange_blobs)
 {
-    const char *dir = fresh_dir();
+    const char *dir = test_fresh_dir();
     char path[128];
     struct stat st;
 
@@ -217,16 +147,16 @@ START_TEST(four_ranks_exchange_blobs)
         ck_assert_int_eq(stat(path, &st), 0);
         ck_assert_int_eq((long)st.st_size, 32 + (long)blob_len(r));
     }
-    remove_dir(dir);
+    test_remove_dir(dir);
 }
 END_TEST
 
 START_TEST(wireup_ring_over_comm)
 {
-    const char *dir = fresh_dir();
+    const char *dir = test_fresh_dir();
 
     run_ranks(RANK_WIREUP, dir, 3);
-    remove_dir(dir);
+    test_remove_dir(dir);
 }
 END_TEST
 
@@ -234,7 +164,7 @@ END_TEST
 
 START_TEST(timeout_names_missing_ranks)
 {
-    const char *dir = fresh_dir();
+    const char *dir = test_fresh_dir();
     struct hp_boot *b;
     const uint8_t blob[4] = {1, 2, 3, 4};
     const char *err;
@@ -254,10 +184,10 @@ START_TEST(timeout_names_missing_ranks)
     ck_assert_ptr_null(hp_boot_blob(b, 0, &(size_t){0}));
     hp_boot_close(b);
 
-    remove_dir(dir);
+    test_remove_dir(dir);
 
     /* many missing: the first few, then a count */
-    dir = fresh_dir();
+    dir = test_fresh_dir();
     ck_assert_int_eq(hp_boot_local_open(dir, 7, 8, &b), 0);
     test_capture_begin();
     ret = hp_boot_allgather(b, blob, sizeof(blob), 20);
@@ -265,13 +195,13 @@ START_TEST(timeout_names_missing_ranks)
     ck_assert_int_eq(ret, -HP_ETIMEOUT);
     ck_assert_msg(strstr(err, "ranks 0, 1, 2, 3, ... (7 of 8 missing)") != NULL, "got: %s", err);
     hp_boot_close(b);
-    remove_dir(dir);
+    test_remove_dir(dir);
 }
 END_TEST
 
 START_TEST(one_rank_alone)
 {
-    const char *dir = fresh_dir();
+    const char *dir = test_fresh_dir();
     struct hp_boot *b;
     const uint8_t blob[3] = {7, 8, 9};
     const uint8_t *got;
@@ -289,13 +219,13 @@ START_TEST(one_rank_alone)
     ck_assert_int_eq(hp_boot_allgather(b, blob, sizeof(blob), 0), -HP_EINVAL);
     test_capture_end();
     hp_boot_close(b);
-    remove_dir(dir);
+    test_remove_dir(dir);
 }
 END_TEST
 
 START_TEST(bad_arguments_refused)
 {
-    const char *dir = fresh_dir();
+    const char *dir = test_fresh_dir();
     static uint8_t big[64 * 1024 + 1];
     struct hp_boot *b = NULL;
     const char *err;
@@ -319,13 +249,13 @@ START_TEST(bad_arguments_refused)
     /* the refusals did not use up the one call */
     ck_assert_int_eq(hp_boot_allgather(b, big, 1, 0), 0);
     hp_boot_close(b);
-    remove_dir(dir);
+    test_remove_dir(dir);
 }
 END_TEST
 
 START_TEST(unsafe_directories_refused)
 {
-    const char *dir = fresh_dir();
+    const char *dir = test_fresh_dir();
     struct hp_boot *b = NULL;
     char path[128];
     const char *err;
@@ -354,7 +284,7 @@ START_TEST(unsafe_directories_refused)
     err = test_capture_end();
     ck_assert_msg(strstr(err, path) != NULL, "got: %s", err);
     ck_assert_ptr_null(b);
-    remove_dir(dir);
+    test_remove_dir(dir);
 }
 END_TEST
 
@@ -378,7 +308,7 @@ enum corruption { CORRUPT_MAGIC, CORRUPT_TRUNCATE, CORRUPT_BLOB, CORRUPT_RENAME 
 /* Rank 0 of 2 reads rank 1's file after `how`: -HP_EPROTOCOL naming the file and `what`. */
 static void expect_corrupt(enum corruption how, int nranks_writer, const char *what)
 {
-    const char *dir = fresh_dir();
+    const char *dir = test_fresh_dir();
     const uint8_t blob[1] = {0};
     struct hp_boot *b;
     char path[128], other[128];
@@ -413,7 +343,7 @@ static void expect_corrupt(enum corruption how, int nranks_writer, const char *w
     ck_assert_msg(strstr(err, how == CORRUPT_RENAME ? "addr.2" : "addr.1") != NULL &&
                       strstr(err, what) != NULL,
                   "'%s' not named in: %s", what, err);
-    remove_dir(dir);
+    test_remove_dir(dir);
 }
 
 START_TEST(malformed_files_refused)
@@ -426,7 +356,7 @@ START_TEST(malformed_files_refused)
     expect_corrupt(CORRUPT_RENAME, 3, "rank 1, expected 2");
     /* another job's file: nranks differ (checked before the rest of the contents) */
     {
-        const char *dir = fresh_dir();
+        const char *dir = test_fresh_dir();
         const uint8_t blob[1] = {0};
         struct hp_boot *b;
         const char *err;
@@ -438,7 +368,7 @@ START_TEST(malformed_files_refused)
         err = test_capture_end();
         hp_boot_close(b);
         ck_assert_msg(strstr(err, "nranks 4, expected 2") != NULL, "got: %s", err);
-        remove_dir(dir);
+        test_remove_dir(dir);
     }
     /* refused at once, not after the timeout */
     ck_assert_msg(hp_now_s() - t0 < 2.0, "took %.3f s", hp_now_s() - t0);
