@@ -110,12 +110,13 @@ static void train_usage(FILE *f)
                "  --log-every N        steps between progress lines (default 100, 0: none)\n"
                "  --train-limit N      train on the first N samples only\n"
                "  --test-limit N       evaluate on the first N test samples only\n"
-               "  --step-log FILE      write every step's mean loss (step,loss) as CSV\n");
+               "  --step-log FILE      write every step's mean loss (step,loss) as CSV\n"
+               "  --save-params FILE   write the final parameters (raw float32, model order)\n");
 }
 
 static int cmd_train(int argc, char **argv)
 {
-    enum { O_MOMENTUM = 256, O_WD, O_SCHEDULE, O_THREADS, O_DATA, O_METRICS, O_LOG, O_TRL, O_TEL, O_SLOG };
+    enum { O_MOMENTUM = 256, O_WD, O_SCHEDULE, O_THREADS, O_DATA, O_METRICS, O_LOG, O_TRL, O_TEL, O_SLOG, O_SAVE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},
         {"epochs", required_argument, 0, 'e'},
@@ -133,6 +134,7 @@ static int cmd_train(int argc, char **argv)
         {"train-limit", required_argument, 0, O_TRL},
         {"test-limit", required_argument, 0, O_TEL},
         {"step-log", required_argument, 0, O_SLOG},
+        {"save-params", required_argument, 0, O_SAVE},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -209,6 +211,9 @@ static int cmd_train(int argc, char **argv)
             break;
         case O_SLOG:
             o.step_log = optarg;
+            break;
+        case O_SAVE:
+            o.save_params = optarg;
             break;
         case O_TEL:
             if (!(rc = opt_long("test-limit", optarg, 1, 10000, &v)))
@@ -677,6 +682,18 @@ static int cmd_plan(int argc, char **argv)
     }
     if ((rc = hp_plan_compute(&cost, &cl, &o, &plan)))
         goto done;
+    /* a model given as a file: the ranks load it by its absolute path, whatever their cwd */
+    if (strchr(model, '/') || (strlen(model) > 4 && strcmp(model + strlen(model) - 4, ".ini") == 0)) {
+        char *abs = realpath(model, NULL);
+        if (abs == NULL || strlen(abs) >= sizeof(plan.model)) {
+            hp_error("model '%s': cannot resolve its absolute path", model);
+            free(abs);
+            rc = -HP_EINVAL;
+            goto done;
+        }
+        snprintf(plan.model, sizeof(plan.model), "%s", abs);
+        free(abs);
+    }
     random_token(token);
     if (!quiet)
         print_plan(&plan, &cost, &cl, &db);

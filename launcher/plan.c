@@ -333,7 +333,7 @@ static int plan_dp(const struct hp_cost *c, const struct hp_cluster *cl, struct 
     for (int i = 0; i < cl->ngpus; i++) {
         const double cap = c->db->types[cl->gpus[i].type].memory_gib * 1073741824.0;
         if (need > cap) {
-            hp_info("dp: leaving out GPU %d of node '%s' (%s, %.1f GiB): the model needs %.2f GiB",
+            hp_info("dp: leaving out GPU %d of node '%s' (%s, %.2f GiB): the model needs %.2f GiB",
                     cl->gpus[i].index, cl->nodes[cl->gpus[i].node].name,
                     c->db->types[cl->gpus[i].type].name, cap / 1073741824.0, need / 1073741824.0);
             continue;

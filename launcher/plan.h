@@ -53,7 +53,8 @@ struct hp_plan_opts {
 
 struct hp_plan {
     int version;
-    char model[HP_NAME_MAX], cluster[HP_NODE_NAME_MAX];
+    char model[4096]; /* the model's name, or the absolute path of its .ini */
+    char cluster[HP_NODE_NAME_MAX];
     struct hp_plan_opts opts;
     enum hp_policy grouping; /* what auto chose (np, ed, hd, or auto for a snake grouping) */
     int nvws;

@@ -228,6 +228,8 @@ int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
         }
         rc = be->ops->download(be, hp, hp_net_params(net), np * sizeof(float));
         res->param_hash = hp_fnv1a(HP_FNV_OFFSET, hp, np * sizeof(float));
+        if (!rc && o->save_params)
+            rc = hp_save_floats(o->save_params, hp, np);
         free(hp);
     }
 out:

@@ -17,6 +17,7 @@ struct hp_train_opts {
     const char *data_dir; /* NULL: hp_dataset_dir() */
     const char *metrics;  /* CSV path, NULL: none */
     const char *step_log; /* "step,loss" of every step (mean loss, %.9e), NULL: none */
+    const char *save_params; /* the final parameters, raw float32 in model order, NULL: none */
     int epochs;
     int batch;
     float lr, momentum, weight_decay;
