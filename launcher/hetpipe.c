@@ -737,7 +737,10 @@ static void run_usage(FILE *f)
             "  --weight-decay X --schedule S --train-limit N --test-limit N --log-every N\n"
             "  --data DIR --metrics FILE --step-log FILE --weight-log PREFIX --stats PREFIX\n"
             "  --trace PREFIX --save-params PREFIX --eval-every N --timeout SEC --device D\n"
-            "  --threads N --no-stash\n");
+            "  --threads N --no-stash\n"
+            "  --lr is the job's: with V virtual workers each applies lr/V (the PS sums their\n"
+            "  updates); dp averages its replicas' gradients. --eval-every N evaluates the\n"
+            "  global weights every N training samples (metrics rows 'test').\n");
 }
 
 /* Whole-model forward + backward seconds per minibatch on this CPU: the fastest of 5 steps

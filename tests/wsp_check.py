@@ -6,7 +6,8 @@ rules of DESIGN.md section 6 and the staleness bound written at wave_gate (runti
 
 Every VW must have the same Nm. Checks, for every worker stage (v, s):
   pushes      waves 0, 1, 2, ... in order, one each;
-  pulls       the pull for wave C (C >= 2) asks every VW for max(0, C - 1 - D) waves, comes
+  pulls       the pull for wave C (C >= 2) asks every VW x for min(max(0, C - 1 - D), F_x)
+              waves (F_x: the waves x pushes in all), comes
               after this stage's push of wave C - 2, and what it got (per VW x the smallest
               and largest wave count over the units) is what the shards recorded when they
               answered it (their `serve` events combined), and holds >= the threshold;
@@ -15,7 +16,8 @@ Every VW must have the same Nm. Checks, for every worker stage (v, s):
               other VWs exactly what the last pull for its wave got (nothing before wave 2);
 and for every PS shard push: the pushing VW's clock minus the global clock of those units is
 at most D + 2. Staleness of minibatch q against VW x: x's minibatches before q that its
-weights miss, q - Nm * waves(x); the bound is (D + 1) Nm + Nm - 1.
+weights miss, min(q, N_x) - Nm * waves(x) (N_x: x's minibatches in all); the bound is
+(D + 1) Nm + Nm - 1.
 Prints a summary; exits 1 naming the first violated rule.
 """
 import argparse
@@ -72,6 +74,11 @@ def main():
     n_mb = n_pull = n_push = 0
     max_stale = 0
     bound = (D + 1) * NM + NM - 1
+    # F[x]: the waves VW x pushed in all (its stage 0), N[x]: its minibatches. Near the end a
+    # threshold is capped at F[x] (a VW with fewer minibatches has pushed all it will), and x
+    # cannot miss minibatches it never runs.
+    F = [sum(1 for e in workers[(x, 0)] if e["event"] == "push") for x in range(nvws)]
+    N = [sum(1 for e in workers[(x, 0)] if e["event"] == "mb") for x in range(nvws)]
     for (v, s), evs in sorted(workers.items()):
         pushed = 0
         pull_for = {}  # wave -> incl
@@ -86,7 +93,8 @@ def main():
                 n_push += 1
             elif ev == "pull":
                 C, thr = int(e["wave"]), int(e["threshold"])
-                want = max(0, C - 1 - D)
+                want_x = [min(max(0, C - 1 - D), F[x]) for x in range(nvws)]
+                want = max(want_x)
                 if C < 2 or thr != want:
                     fail("%s for wave %d: threshold %d, the rule says %d" % (where, C, thr, want))
                 if pushed < C - 1:
@@ -94,9 +102,9 @@ def main():
                 got = incl_of(e["incl"])
                 if got is not None:
                     for x, (lo, _) in enumerate(got):
-                        if lo < thr:
+                        if lo < want_x[x]:
                             fail("%s for wave %d: vw %d has %d waves in it, fewer than %d"
-                                 % (where, C, x, lo, thr))
+                                 % (where, C, x, lo, want_x[x]))
                     parts = serves.get((v, s, C))
                     if not parts:
                         fail("%s for wave %d: no shard answered it" % (where, C))
@@ -126,7 +134,7 @@ def main():
                 if got is not None:
                     for x, (lo, _) in enumerate(got):
                         if x != v:
-                            st = max(0, q - NM * lo)
+                            st = max(0, min(q, N[x]) - NM * lo)
                             max_stale = max(max_stale, st)
                             if st > bound:
                                 fail("%s %d: misses %d minibatches of vw %d, bound %d"

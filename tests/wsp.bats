@@ -1,0 +1,170 @@
+#!/usr/bin/env bats
+# Wave Synchronous Parallel across virtual workers: the traces of real runs checked against
+# the rules of DESIGN.md section 6 (tests/wsp_check.py), one VW against the pipeline alone,
+# and the bytes that cross nodes under each placement against the planner's prediction.
+
+setup() {
+    HETPIPE=${HETPIPE:-build/hetpipe}
+    TMP=$(mktemp -d)
+    export OPENBLAS_NUM_THREADS=1
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+# traced CLUSTER D NM [options]: a short emulated ed run with --trace $TMP/t
+traced() {
+    cluster=$1 d=$2 nm=$3
+    shift 3
+    run "$HETPIPE" run --local --cluster "$cluster" --policy ed --nm "$nm" --staleness "$d" \
+        --epochs 1 --test-limit 200 --log-every 0 --trace "$TMP/t" "$@"
+    echo "$output" | grep -v '^ ' | tail -3
+    [ "$status" -eq 0 ]
+}
+
+# check_rules CLUSTER NVWS D NM TRAIN_LIMIT: every minibatch's record of the updates it held,
+# every pull and push, against the rules; and the staleness bound and clock rule
+check_rules() {
+    traced "$1" "$3" "$4" --train-limit "$5" "${@:6}"
+    [[ "$output" == *"$2 virtual workers"*"Nm $4"* ]]
+    run python3 tests/wsp_check.py --staleness "$3" --nm "$4" "$TMP"/t.*
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"wsp_check: ok: $2 VWs, D $3, Nm $4"* ]]
+}
+
+@test "WSP rules and bounds from traces: D 0, Nm 1 (wave-level lock-step)" {
+    check_rules tests/clusters/wsp2x2.ini 2 0 1 2560
+}
+
+@test "WSP rules and bounds from traces: D 0, Nm 3 (wave-level lock-step)" {
+    check_rules tests/clusters/wsp2x2.ini 2 0 3 3840
+}
+
+@test "WSP rules and bounds from traces: D 1, Nm 1" {
+    check_rules tests/clusters/wsp2x2.ini 2 1 1 2560
+}
+
+@test "WSP rules and bounds from traces: D 1, Nm 3" {
+    check_rules tests/clusters/wsp2x2.ini 2 1 3 3840
+}
+
+@test "WSP rules and bounds from traces: D 4, Nm 1" {
+    check_rules tests/clusters/wsp2x2.ini 2 4 1 2560
+}
+
+@test "WSP rules and bounds from traces: D 4, Nm 3" {
+    check_rules tests/clusters/wsp2x2.ini 2 4 3 3840
+}
+
+@test "WSP rules from traces: 4 VWs of one GPU, D 2, Nm 2" {
+    check_rules etc/clusters/local4.ini 4 2 2 3840
+}
+
+@test "WSP rules from traces: 4 VWs of one GPU, D 0, Nm 1, 65 minibatches an epoch for 2 epochs" {
+    # VW 0 runs one minibatch more each epoch: its last pulls must not wait for waves the
+    # others never push
+    check_rules etc/clusters/local4.ini 4 0 1 4160 --epochs 2
+}
+
+@test "the trace checker fails on a wrong D, a corrupted record, a missing pull" {
+    traced tests/clusters/wsp2x2.ini 4 3 --train-limit 3840
+    run python3 tests/wsp_check.py --staleness 4 --nm 3 "$TMP"/t.*
+    [ "$status" -eq 0 ]
+    # the faster VW runs ahead by more than D = 0 allows
+    run python3 tests/wsp_check.py --staleness 0 --nm 3 "$TMP"/t.*
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"FAILED"* ]]
+    # a minibatch that claims one more wave of VW 1 than its pull got
+    mkdir "$TMP/bad"
+    cp "$TMP"/t.* "$TMP/bad/"
+    awk -F, -v OFS=, '!done && $1 == "mb" && $5 >= 3 && $4 == 0 {
+            split($13, p, ";"); split(p[2], r, ":"); p[2] = (r[1] + 1) ":" (r[2] + 1)
+            $13 = p[1] ";" p[2]; done = 1 } { print }' "$TMP/t.0" > "$TMP/bad/t.0"
+    ! cmp -s "$TMP/t.0" "$TMP/bad/t.0"
+    run python3 tests/wsp_check.py --staleness 4 --nm 3 "$TMP"/bad/t.*
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"holds"*"expected"* ]]
+    # a pull removed
+    cp "$TMP/t.0" "$TMP/bad/t.0"
+    awk -F, '!done && $1 == "pull" { done = 1; next } { print }' "$TMP/t.0" > "$TMP/bad/t.0"
+    run python3 tests/wsp_check.py --staleness 4 --nm 3 "$TMP"/bad/t.*
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"without a pull"* ]]
+}
+
+@test "one VW: WSP through the shards gives hetpipe train's losses and weights (Nm 1), and D changes nothing (Nm 3)" {
+    printf '[cluster]\nname = two\n[node1]\ngpus = titanv:1\n[node2]\ngpus = p4000:1\n' > "$TMP/two.ini"
+    traced "$TMP/two.ini" 0 1 --emulate off --train-limit 3200 --step-log "$TMP/wsp.csv"
+    [[ "$output" == *"1 virtual worker, this one of 2 stages, Nm 1"* ]]
+    wsp_hash=$(echo "$output" | sed -n 's/.*parameters hash \([0-9a-f]*\).*/\1/p')
+    # the shards were used: every wave pushed, pulls from the third on
+    [ "$(grep -c '^push,0,' "$TMP/t.0")" -eq 50 ]
+    [ "$(grep -c '^pull,0,' "$TMP/t.0")" -eq 48 ]
+    run "$HETPIPE" train --model cnn --device cpu --epochs 1 --train-limit 3200 \
+        --test-limit 200 --log-every 0 --step-log "$TMP/train.csv"
+    [ "$status" -eq 0 ]
+    diff "$TMP/wsp.csv" "$TMP/train.csv"
+    [ "$wsp_hash" = "$(echo "$output" | sed -n 's/.*parameter hash \([0-9a-f]*\).*/\1/p')" ]
+    for d in 0 5; do
+        traced "$TMP/two.ini" "$d" 3 --emulate off --train-limit 1920 --step-log "$TMP/d$d.csv"
+        echo "$output" | sed -n 's/.*parameters hash \([0-9a-f]*\).*/\1/p' > "$TMP/h$d"
+    done
+    diff "$TMP/d0.csv" "$TMP/d5.csv"
+    diff "$TMP/h0" "$TMP/h5"
+}
+
+# bytes CLUSTER PLACEMENT: run ed with --stats; print "measured predicted" bytes per wave,
+# measured summed over the worker ranks (their pushes and pulls to shards on other nodes)
+bytes() {
+    tag=$(basename "$1" .ini)-$2
+    "$HETPIPE" run --local --cluster "$1" --policy ed --placement "$2" --nm 2 --emulate off \
+        --epochs 1 --train-limit 2560 --test-limit 100 --log-every 0 --stats "$TMP/s$tag" \
+        --run-dir "$TMP/run$tag" --keep > "$TMP/out$tag" 2>&1 || { cat "$TMP/out$tag" >&2; return 1; }
+    m=$(cat "$TMP/s$tag".* | awk '/^remote_bytes_per_wave = / { s += $3 } END { print s + 0 }')
+    p=$(sed -n "s/^wave_bytes_$2 = //p" "$TMP/run$tag/plan.ini")
+    echo "$m $p"
+}
+
+within10() {
+    awk -v m="$1" -v p="$2" 'BEGIN { exit !(p == 0 ? m == 0 : (m / p > 0.9 && m / p < 1.1)) }'
+}
+
+@test "placement: local moves fewer bytes across nodes than default, each within 10% of the plan" {
+    read -r md pd < <(bytes tests/clusters/place2x2.ini default)
+    read -r ml pl < <(bytes tests/clusters/place2x2.ini local)
+    echo "place2x2 bytes per wave: default measured $md predicted $pd; local measured $ml predicted $pl"
+    [ -n "$md" ] && [ -n "$pd" ] && [ -n "$ml" ] && [ -n "$pl" ]
+    awk -v d="$md" -v l="$ml" 'BEGIN { exit !(d > 0 && l < d) }'
+    within10 "$md" "$pd"
+    within10 "$ml" "$pl"
+    # a cluster where local placement still crosses nodes (VWs split differently)
+    read -r ml pl < <(bytes tests/clusters/wsp2x2.ini local)
+    echo "wsp2x2 local: measured $ml predicted $pl"
+    awk -v p="$pl" 'BEGIN { exit !(p > 0) }'
+    within10 "$ml" "$pl"
+}
+
+# converges CLUSTER POLICY: 4 VWs of one emulated GPU type each (CPU speed: --emulate off, to
+# keep the suite short) train the CNN to >= 88% test accuracy on the global weights in 3 epochs
+converges() {
+    run "$HETPIPE" run --local --cluster "$1" --policy "$2" --emulate off --epochs 3 --log-every 0
+    echo "$output" | grep -v '^ ' | tail -5
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"4 virtual workers"*"WSP"* ]]
+    acc=$(echo "$output" | sed -n 's/^epoch 3\/3 test loss .* accuracy \([0-9.]*\)%.*/\1/p')
+    echo "test accuracy $acc%"
+    awk -v a="$acc" 'BEGIN { exit !(a >= 88.0) }'
+}
+
+@test "convergence: 4 VWs under ed (local4: four types on one node) reach >= 88% in 3 epochs" {
+    converges local4 ed
+}
+
+@test "convergence: 4 VWs under np (demo: one type per node, 4 shards) reach >= 88% in 3 epochs" {
+    converges demo np
+}
