@@ -116,7 +116,19 @@ static void train_usage(FILE *f)
 
 static int cmd_train(int argc, char **argv)
 {
-    enum { O_MOMENTUM = 256, O_WD, O_SCHEDULE, O_THREADS, O_DATA, O_METRICS, O_LOG, O_TRL, O_TEL, O_SLOG, O_SAVE };
+    enum {
+        O_MOMENTUM = 256,
+        O_WD,
+        O_SCHEDULE,
+        O_THREADS,
+        O_DATA,
+        O_METRICS,
+        O_LOG,
+        O_TRL,
+        O_TEL,
+        O_SLOG,
+        O_SAVE
+    };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},
         {"epochs", required_argument, 0, 'e'},
@@ -683,7 +695,8 @@ static int cmd_plan(int argc, char **argv)
     if ((rc = hp_plan_compute(&cost, &cl, &o, &plan)))
         goto done;
     /* a model given as a file: the ranks load it by its absolute path, whatever their cwd */
-    if (strchr(model, '/') || (strlen(model) > 4 && strcmp(model + strlen(model) - 4, ".ini") == 0)) {
+    if (strchr(model, '/') ||
+        (strlen(model) > 4 && strcmp(model + strlen(model) - 4, ".ini") == 0)) {
         char *abs = realpath(model, NULL);
         if (abs == NULL || strlen(abs) >= sizeof(plan.model)) {
             hp_error("model '%s': cannot resolve its absolute path", model);
@@ -808,11 +821,11 @@ static void tail_file(const char *path, int lines)
 static int cmd_run(int argc, char **argv)
 {
     static const char *plan_opts[] = {"cluster", "model", "policy", "placement", "nm", "nm-max",
-                                      "batch", "seed", "config", "staleness", NULL};
-    static const char *rank_opts[] = {"epochs", "lr", "momentum", "weight-decay", "schedule",
-                                      "train-limit", "test-limit", "log-every", "data", "metrics",
-                                      "step-log", "weight-log", "timeout", "device", "threads",
-                                      "stats", "trace", "save-params", "eval-every", NULL};
+                                      "batch",   "seed",  "config", "staleness", NULL};
+    static const char *rank_opts[] = {
+        "epochs",    "lr",    "momentum", "weight-decay", "schedule",   "train-limit", "test-limit",
+        "log-every", "data",  "metrics",  "step-log",     "weight-log", "timeout",     "device",
+        "threads",   "stats", "trace",    "save-params",  "eval-every", NULL};
     const char *pargv[64], *rargv[96];
     int pargc = 0, rargc = 0, local = 0, keep = 0, rc = 0;
     const char *cluster = "demo", *model = "cnn", *policy = "ed", *batch = "64", *config = NULL;
@@ -897,8 +910,7 @@ static int cmd_run(int argc, char **argv)
     else {
         snprintf(cluster_path, sizeof(cluster_path), "etc/clusters/%s.ini", cluster);
         if (access(cluster_path, R_OK) != 0)
-            snprintf(cluster_path, sizeof(cluster_path), "%s/clusters/%s.ini", HP_DATADIR,
-                     cluster);
+            snprintf(cluster_path, sizeof(cluster_path), "%s/clusters/%s.ini", HP_DATADIR, cluster);
     }
     if (!config) {
         if (hp_gpudb_default_path(confpath, sizeof(confpath)))
@@ -1038,7 +1050,8 @@ static int cmd_run(int argc, char **argv)
             snprintf(rs, sizeof(rs), "%d", r);
             setenv("HETPIPE_RANK", rs, 1);
             setenv("HETPIPE_PARENT", parent, 1);
-            setenv("OPENBLAS_NUM_THREADS", getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "1", 1);
+            setenv("OPENBLAS_NUM_THREADS",
+                   getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "1", 1);
             snprintf(logp, sizeof(logp), "%s/rank-%d.log", dir, r);
             int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
             if (fd >= 0 && r > 0) {
@@ -1099,8 +1112,8 @@ static int cmd_run(int argc, char **argv)
             failed = r;
             describe_rank(&plan, &cl, &db, r, role, sizeof(role));
             if (WIFSIGNALED(status))
-                hp_error("run: rank %d (%s) was killed by signal %d (%s); stopping the others",
-                         r, role, WTERMSIG(status), strsignal(WTERMSIG(status)));
+                hp_error("run: rank %d (%s) was killed by signal %d (%s); stopping the others", r,
+                         role, WTERMSIG(status), strsignal(WTERMSIG(status)));
             else
                 hp_error("run: rank %d (%s) failed with exit status %d; stopping the others", r,
                          role, WEXITSTATUS(status));

@@ -48,8 +48,8 @@ static size_t chunk_len(size_t count, int n, int c)
     return count / (size_t)n + ((size_t)c < count % (size_t)n ? 1 : 0);
 }
 
-int hp_allreduce_create(struct hp_comm *comm, const int *ranks, int n, int self,
-                        size_t max_floats, struct hp_allreduce **out)
+int hp_allreduce_create(struct hp_comm *comm, const int *ranks, int n, int self, size_t max_floats,
+                        struct hp_allreduce **out)
 {
     struct hp_allreduce *ar;
     size_t cap;
@@ -67,8 +67,7 @@ int hp_allreduce_create(struct hp_comm *comm, const int *ranks, int n, int self,
         }
         for (int j = 0; j < i; j++) {
             if (ranks[j] == ranks[i]) {
-                hp_error("cannot create an allreduce: rank %d is member %d and %d", ranks[i], j,
-                         i);
+                hp_error("cannot create an allreduce: rank %d is member %d and %d", ranks[i], j, i);
                 return -HP_EINVAL;
             }
         }
@@ -140,8 +139,7 @@ static int check_header(const struct hp_allreduce *ar, const struct hp_msg_heade
     return -HP_EPROTOCOL;
 }
 
-int hp_allreduce_sum(struct hp_allreduce *ar, float *buf, size_t count, long step,
-                     int timeout_ms)
+int hp_allreduce_sum(struct hp_allreduce *ar, float *buf, size_t count, long step, int timeout_ms)
 {
     int rc = 0;
 

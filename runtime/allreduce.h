@@ -28,8 +28,8 @@ struct hp_allreduce;
  * message buffers (two sends, one receive, of one chunk each) are allocated here, so that
  * hp_allreduce_sum allocates nothing; none for n = 1. On success *out owns them (free with
  * hp_allreduce_destroy, which takes NULL); -HP_EINVAL or -HP_ENOMEM, *out untouched. */
-int hp_allreduce_create(struct hp_comm *comm, const int *ranks, int n, int self,
-                        size_t max_floats, struct hp_allreduce **out);
+int hp_allreduce_create(struct hp_comm *comm, const int *ranks, int n, int self, size_t max_floats,
+                        struct hp_allreduce **out);
 void hp_allreduce_destroy(struct hp_comm *comm, struct hp_allreduce *ar);
 
 /* buf[0 .. count) := the sum of every member's buf (count <= max_floats, the same on every
@@ -39,8 +39,7 @@ void hp_allreduce_destroy(struct hp_comm *comm, struct hp_allreduce *ar);
  * a hang. count < n and count = 0 are allowed (empty chunks still travel, so the step is
  * checked all the same). Returns once its own sends have completed; after a failure buf is
  * partly summed and the group is unusable. With n = 1 it returns at once. */
-int hp_allreduce_sum(struct hp_allreduce *ar, float *buf, size_t count, long step,
-                     int timeout_ms);
+int hp_allreduce_sum(struct hp_allreduce *ar, float *buf, size_t count, long step, int timeout_ms);
 
 /* Bytes this member sent in the last hp_allreduce_sum (payload only). */
 size_t hp_allreduce_sent_bytes(const struct hp_allreduce *ar);

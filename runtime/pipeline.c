@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#define TRAILER_DOUBLES 2 /* gradient messages: loss sum, correct count */
+#define TRAILER_DOUBLES 2     /* gradient messages: loss sum, correct count */
 #define FASHION_TRAIN_N 60000 /* samples, as data.c checks */
 #define FASHION_TEST_N 10000
 
@@ -51,9 +51,9 @@ struct stage {
     struct hp_backend *be;
     struct hp_net *net;
     struct hp_cost cost;
-    double fwd_cost, bwd_cost;       /* emulated seconds per pass (S x the model), 0: off */
-    double xfer_next, xfer_prev;     /* emulated seconds per send forward / back */
-    size_t in_floats, out_floats;    /* per minibatch */
+    double fwd_cost, bwd_cost;    /* emulated seconds per pass (S x the model), 0: off */
+    double xfer_next, xfer_prev;  /* emulated seconds per send forward / back */
+    size_t in_floats, out_floats; /* per minibatch */
     size_t nparams;
 
     struct hp_msg_buf *act_out[2], *grad_out[2], *act_in, *grad_in;
@@ -70,12 +70,12 @@ struct stage {
     /* WSP (ps.h); ps is NULL without PS shards */
     struct hp_ps_client *ps;
     FILE *trace;
-    int nm, D;          /* the VW's wave (minibatches), the staleness threshold */
-    long pbase;         /* the VW's index of this epoch's first minibatch (epoch x my_mb) */
-    long unpushed;      /* updates since the last push */
-    int64_t *thr;       /* [nvws] pull thresholds */
-    long *final_waves;  /* [nvws] waves each VW pushes in all */
-    float *hsave;       /* host: the local weights while evaluating on the global ones */
+    int nm, D;         /* the VW's wave (minibatches), the staleness threshold */
+    long pbase;        /* the VW's index of this epoch's first minibatch (epoch x my_mb) */
+    long unpushed;     /* updates since the last push */
+    int64_t *thr;      /* [nvws] pull thresholds */
+    long *final_waves; /* [nvws] waves each VW pushes in all */
+    float *hsave;      /* host: the local weights while evaluating on the global ones */
     int nevals;
 
     /* dp: ar is NULL unless the plan is dp */
@@ -349,7 +349,8 @@ static int forward(struct stage *g, long j, long nb, long m_global, long step)
         g->fwd_hash[slot] = hash_weights(g, hp_net_params(g->net));
 
     const double t0 = hp_now_s();
-    rc = hp_net_forward(g->net, slot, 1, hp_rng_derive(g->plan->opts.seed, 0x2000000 + (uint64_t)step));
+    rc = hp_net_forward(g->net, slot, 1,
+                        hp_rng_derive(g->plan->opts.seed, 0x2000000 + (uint64_t)step));
     if (!rc)
         rc = sync_compute(g, t0);
     if (rc)
@@ -477,10 +478,10 @@ static int backward(struct stage *g, long j, long nf, long step, long total, dou
 static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc)
 {
     const int batch = g->batch;
-    const int n = g->s == 0 ? (g->o->test_limit > 0 && g->o->test_limit < g->test.n
-                                   ? g->o->test_limit
-                                   : g->test.n)
-                            : 0;
+    const int n =
+        g->s == 0
+            ? (g->o->test_limit > 0 && g->o->test_limit < g->test.n ? g->o->test_limit : g->test.n)
+            : 0;
     int nb;
     double lsum = 0.0, csum = 0.0, count = 0.0;
     int rc = 0;
@@ -489,7 +490,8 @@ static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc
 
     /* every stage knows the number of test batches from the same options */
     {
-        const int nt = g->o->test_limit > 0 && g->o->test_limit < FASHION_TEST_N ? g->o->test_limit : FASHION_TEST_N;
+        const int nt = g->o->test_limit > 0 && g->o->test_limit < FASHION_TEST_N ? g->o->test_limit
+                                                                                 : FASHION_TEST_N;
         nb = (nt + batch - 1) / batch;
         if (g->s == 0 && n != nt) {
             hp_error("test set has %d samples, expected %d", g->test.n, nt);
@@ -887,9 +889,9 @@ static int write_stats(const struct stage *g, const struct hp_worker_result *r)
             "%.6f\ncomm_s = %.6f\nother_s = %.6f\nimages_per_s = %.3f\npredicted_images_per_s = "
             "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\ntest_acc = %.6f\n",
             g->rank, g->v, g->s, g->k, g->cost.db ? g->cost.db->types[g->type].name : "-",
-            g->st->u0, g->st->u1 - 1, g->w, g->o->emulate, r->minibatches, r->train_s,
-            r->compute_s, r->pad_s, r->comm_s, r->other_s, r->images_per_s,
-            g->plan->vws[g->v].rate, r->mem_peak, r->mem_predicted, r->test_acc);
+            g->st->u0, g->st->u1 - 1, g->w, g->o->emulate, r->minibatches, r->train_s, r->compute_s,
+            r->pad_s, r->comm_s, r->other_s, r->images_per_s, g->plan->vws[g->v].rate, r->mem_peak,
+            r->mem_predicted, r->test_acc);
     if (g->ps) {
         struct hp_ps_stats ps;
         hp_ps_client_stats(g->ps, &ps);
@@ -923,8 +925,8 @@ static int eval_report(struct stage *g, struct hp_worker_result *res, int epoch,
     if (rc || g->s != 0)
         return rc;
     if (nb >= 0)
-        printf("epoch %d/%d step %ld/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1,
-               g->o->epochs, nb, my_mb, *tl, 100.0 * *ta);
+        printf("epoch %d/%d step %ld/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs,
+               nb, my_mb, *tl, 100.0 * *ta);
     else
         printf("epoch %d/%d test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs, *tl,
                100.0 * *ta);
@@ -998,7 +1000,8 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
 
     /* the minibatch count must be the same on every stage: from the options, checked on
      * stage 0 against the data */
-    ntrain = o->train_limit > 0 && o->train_limit < FASHION_TRAIN_N ? o->train_limit : FASHION_TRAIN_N;
+    ntrain =
+        o->train_limit > 0 && o->train_limit < FASHION_TRAIN_N ? o->train_limit : FASHION_TRAIN_N;
     if (g.s == 0) {
         rc = hp_dataset_load_fashion_mnist(o->data_dir, 1, &g.train);
         if (!rc && g.v == 0)
@@ -1021,11 +1024,11 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     }
     total_mb = ntrain / g.batch;
     /* dp: every replica the same number of steps (those of hetpipe train at R x B) */
-    const long my_mb = g.dp ? total_mb / g.nvws
-                            : total_mb / g.nvws + (g.v < total_mb % g.nvws ? 1 : 0);
+    const long my_mb =
+        g.dp ? total_mb / g.nvws : total_mb / g.nvws + (g.v < total_mb % g.nvws ? 1 : 0);
     if (my_mb == 0) {
-        hp_error("minibatch %d x %d virtual workers is more than the %d training samples",
-                 g.batch, g.nvws, ntrain);
+        hp_error("minibatch %d x %d virtual workers is more than the %d training samples", g.batch,
+                 g.nvws, ntrain);
         rc = -HP_EINVAL;
         goto out;
     }
@@ -1043,7 +1046,8 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
             printf("hetpipe: model %s, dp over %d replicas (ring allreduce every minibatch), "
                    "batch %d per replica, %d epochs of %ld steps, lr %g, seed %llu%s\n",
                    model->name, g.nvws, g.batch, o->epochs, my_mb, o->lr,
-                   (unsigned long long)plan->opts.seed, o->emulate > 0 ? ", emulated GPU types" : "");
+                   (unsigned long long)plan->opts.seed,
+                   o->emulate > 0 ? ", emulated GPU types" : "");
         else
             printf("hetpipe: model %s, %d virtual worker%s, this one of %d stage%s, Nm %d, batch "
                    "%d, %d epochs of %ld minibatches, lr %g%s, seed %llu%s%s\n",
@@ -1145,8 +1149,7 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     if (!rc && o->save_params) {
         char path[4096];
         snprintf(path, sizeof(path), "%s.%d", o->save_params, rank);
-        rc = g.be->ops->download(g.be, g.hparams, hp_net_params(g.net),
-                                 g.nparams * sizeof(float));
+        rc = g.be->ops->download(g.be, g.hparams, hp_net_params(g.net), g.nparams * sizeof(float));
         if (!rc)
             rc = hp_save_floats(path, g.hparams, g.nparams);
     }
@@ -1170,16 +1173,15 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     if (reporter) {
         const double pred = plan->vws[g.v].rate / (o->emulate > 0 ? o->emulate : 1.0);
         printf("hetpipe: trained %ld minibatches in %.1f s: %.0f img/s on this %s",
-               res->minibatches, t_train, res->images_per_s,
-               g.dp ? "replica" : "virtual worker");
+               res->minibatches, t_train, res->images_per_s, g.dp ? "replica" : "virtual worker");
         if (o->emulate > 0)
             printf(" (predicted %.0f for the emulated GPUs at scale %g: ratio %.2f)", pred,
                    o->emulate, res->images_per_s / pred);
         if (g.nvws > 1) /* every VW's (replica's) minibatches over this one's time */
             printf("; the job %.0f img/s",
-                   t_train > 0 ? (double)(g.dp ? my_mb * g.nvws : total_mb) * o->epochs *
-                                     g.batch / t_train
-                               : 0.0);
+                   t_train > 0
+                       ? (double)(g.dp ? my_mb * g.nvws : total_mb) * o->epochs * g.batch / t_train
+                       : 0.0);
         printf("\nhetpipe: parameters hash %016" PRIx64 "\n", res->param_hash);
         fflush(stdout);
     }

@@ -17,11 +17,11 @@
  * peer timeout: a peer that dies or stops gives an error, never a hang.
  *
  * Schedule, fixed so that runs are reproducible: stage s keeps at most w_s = the plan's
- * in_flight (max(1, min(Nm, k) - s)) minibatches between forward and backward; it runs a forward when
- * fewer are outstanding and minibatches remain, else the backward of the oldest. That is
- * w_s forwards, then one-backward-one-forward, then the remaining backwards (1F1B). Since
- * w_s >= w_{s+1} the schedule cannot deadlock. The pipeline drains at the end of each epoch,
- * then the test set runs forward through it.
+ * in_flight (max(1, min(Nm, k) - s)) minibatches between forward and backward; it runs a forward
+ * when fewer are outstanding and minibatches remain, else the backward of the oldest. That is w_s
+ * forwards, then one-backward-one-forward, then the remaining backwards (1F1B). Since w_s >=
+ * w_{s+1} the schedule cannot deadlock. The pipeline drains at the end of each epoch, then the test
+ * set runs forward through it.
  *
  * Updates and weight stashing: after each minibatch's backward pass the stage applies its
  * SGD step (momentum, weight decay, the learning-rate schedule of hetpipe train, by the
@@ -95,15 +95,15 @@ void hp_worker_opts_init(struct hp_worker_opts *o);
 /* What a worker measured. */
 struct hp_worker_result {
     long minibatches;
-    double train_s;                          /* training phase, evaluation excluded */
+    double train_s;                           /* training phase, evaluation excluded */
     double compute_s, pad_s, comm_s, other_s; /* time in: net ops, emulation sleeps, waiting for
                                                peers (send/recv), everything else */
-    double images_per_s;                     /* the VW's rate (stage 0) */
-    double test_loss, test_acc;              /* stage 0 */
-    uint64_t param_hash;                     /* FNV-1a over the VW's parameters, stage by stage
-                                                (the last stage has the whole chain) */
-    size_t mem_peak;                         /* device bytes, measured */
-    double mem_predicted;                    /* the plan's */
+    double images_per_s;                      /* the VW's rate (stage 0) */
+    double test_loss, test_acc;               /* stage 0 */
+    uint64_t param_hash;                      /* FNV-1a over the VW's parameters, stage by stage
+                                                 (the last stage has the whole chain) */
+    size_t mem_peak;                          /* device bytes, measured */
+    double mem_predicted;                     /* the plan's */
 };
 
 /* Run worker rank `rank` of `plan` (model loaded, cluster as in the plan) over `comm`,

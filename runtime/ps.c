@@ -77,11 +77,11 @@ FILE *hp_ps_trace_open(const char *prefix, int rank)
 /* One worker stage that has units on this shard. */
 struct client {
     int v, s, rank;
-    int u0, u1;           /* the stage's units */
-    size_t floats;        /* of them on this shard */
+    int u0, u1;    /* the stage's units */
+    size_t floats; /* of them on this shard */
     struct hp_msg_buf *reply;
-    int pending;          /* a pull waits */
-    int64_t *thr;         /* [nvws] its thresholds */
+    int pending;  /* a pull waits */
+    int64_t *thr; /* [nvws] its thresholds */
     long wave;
     double t_req;
 };
@@ -91,12 +91,12 @@ struct shard {
     const struct hp_model *model;
     struct hp_comm *comm;
     int rank, index, nvws;
-    size_t *off;      /* [nunits]: unit's floats in W, or SIZE_MAX when not ours */
-    float *w;         /* the global weights of our units */
-    int64_t *clock;   /* [nvws][nunits] */
+    size_t *off;    /* [nunits]: unit's floats in W, or SIZE_MAX when not ours */
+    float *w;       /* the global weights of our units */
+    int64_t *clock; /* [nvws][nunits] */
     struct client *clients;
     int nclients;
-    int *client_of;   /* [workers]: index into clients, -1 */
+    int *client_of; /* [workers]: index into clients, -1 */
     FILE *trace;
     int timeout_ms;
 };
@@ -179,7 +179,8 @@ static int serve(struct shard *sh, struct client *c)
                                     .stage = c->s,
                                     .minibatch = c->wave,
                                     .clock = g,
-                                    .payload_bytes = wbytes + (size_t)sh->nvws * 2 * sizeof(int64_t)};
+                                    .payload_bytes =
+                                        wbytes + (size_t)sh->nvws * 2 * sizeof(int64_t)};
     rc = hp_comm_send_start(sh->comm, c->rank, &h, c->reply);
     if (rc)
         hp_error("PS shard rank %d: answering the pull of vw %d stage %d failed: %s", sh->rank,
@@ -188,8 +189,9 @@ static int serve(struct shard *sh, struct client *c)
         int64_t t = 0;
         for (int x = 0; x < sh->nvws; x++)
             t = c->thr[x] > t ? c->thr[x] : t;
-        fprintf(sh->trace, "serve,%d,%d,%d,%ld,-1,%" PRId64 ",%" PRId64 ",%" PRId64 ",-1,%.6f,%.6f,",
-                sh->rank, c->v, c->s, c->wave, t, m[2 * c->v], g, c->t_req, hp_now_s());
+        fprintf(sh->trace,
+                "serve,%d,%d,%d,%ld,-1,%" PRId64 ",%" PRId64 ",%" PRId64 ",-1,%.6f,%.6f,", sh->rank,
+                c->v, c->s, c->wave, t, m[2 * c->v], g, c->t_req, hp_now_s());
         trace_incl(sh->trace, m, sh->nvws);
     }
     if (m != tmp)
@@ -241,7 +243,8 @@ static int on_push(struct shard *sh, struct client *c, const struct hp_msg_heade
         if (m) {
             const int64_t g = view(sh, c, m);
             const double t = hp_now_s();
-            fprintf(sh->trace, "push,%d,%d,%d,%" PRId64 ",-1,-1,%" PRId64 ",%" PRId64 ",-1,%.6f,%.6f,",
+            fprintf(sh->trace,
+                    "push,%d,%d,%d,%" PRId64 ",-1,-1,%" PRId64 ",%" PRId64 ",-1,%.6f,%.6f,",
                     sh->rank, c->v, c->s, h->clock, h->clock + 1, g, t, t);
             trace_incl(sh->trace, m, sh->nvws);
             if (m != tmp)
@@ -255,8 +258,8 @@ static int on_pull(struct shard *sh, struct client *c, const struct hp_msg_heade
                    const int64_t *thr)
 {
     if (c->pending || h->payload_bytes != (size_t)sh->nvws * sizeof(int64_t)) {
-        hp_error("PS shard rank %d: protocol error: vw %d stage %d asked to pull %s",
-                 sh->rank, c->v, c->s,
+        hp_error("PS shard rank %d: protocol error: vw %d stage %d asked to pull %s", sh->rank,
+                 c->v, c->s,
                  c->pending ? "while its previous pull waits" : "with a malformed request");
         return -HP_EPROTOCOL;
     }
@@ -314,8 +317,12 @@ static int shard_setup(struct shard *sh)
             if (!n)
                 continue;
             struct client *c = &sh->clients[sh->nclients];
-            *c = (struct client){.v = v, .s = s, .rank = worker_rank(p, v, s), .u0 = st->u0,
-                                 .u1 = st->u1, .floats = n};
+            *c = (struct client){.v = v,
+                                 .s = s,
+                                 .rank = worker_rank(p, v, s),
+                                 .u0 = st->u0,
+                                 .u1 = st->u1,
+                                 .floats = n};
             c->thr = calloc((size_t)p->nvws, sizeof(int64_t));
             if (!c->thr)
                 return -HP_ENOMEM;
@@ -327,12 +334,15 @@ static int shard_setup(struct shard *sh)
     return rc;
 }
 
-int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl,
-              const struct hp_model *model, int rank, struct hp_comm *comm,
-              const struct hp_worker_opts *o)
+int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_model *model,
+              int rank, struct hp_comm *comm, const struct hp_worker_opts *o)
 {
-    struct shard sh = {.plan = plan, .model = model, .comm = comm, .rank = rank,
-                       .index = rank - first_shard_rank(plan), .timeout_ms = o->timeout_ms};
+    struct shard sh = {.plan = plan,
+                       .model = model,
+                       .comm = comm,
+                       .rank = rank,
+                       .index = rank - first_shard_rank(plan),
+                       .timeout_ms = o->timeout_ms};
     const int workers = first_shard_rank(plan);
     size_t cap = (size_t)plan->nvws * sizeof(int64_t);
     void *in = NULL;
@@ -359,8 +369,8 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         struct client *c = ci >= 0 ? &sh.clients[ci] : NULL;
         if (h.type == HP_MSG_CONTROL) {
             if (c && c->pending) {
-                hp_error("PS shard rank %d: protocol error: rank %d left with a pull waiting",
-                         rank, h.src);
+                hp_error("PS shard rank %d: protocol error: rank %d left with a pull waiting", rank,
+                         h.src);
                 rc = -HP_EPROTOCOL;
             }
             hp_comm_retire(comm, h.src);
@@ -406,12 +416,16 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     return rc;
 }
 
-int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank, int vw,
-                      int stage, int timeout_ms)
+int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank, int vw, int stage,
+                      int timeout_ms)
 {
     for (int r = first_shard_rank(plan); r < plan->nranks; r++) {
-        struct hp_msg_header h = {.type = HP_MSG_CONTROL, .vw = vw, .stage = stage,
-                                  .minibatch = -1, .clock = -1, .payload_bytes = 0};
+        struct hp_msg_header h = {.type = HP_MSG_CONTROL,
+                                  .vw = vw,
+                                  .stage = stage,
+                                  .minibatch = -1,
+                                  .clock = -1,
+                                  .payload_bytes = 0};
         int rc = hp_comm_send(comm, r, &h, NULL, timeout_ms);
         if (rc) {
             hp_error("rank %d: telling PS shard rank %d that it is done: %s", rank, r,
@@ -425,8 +439,8 @@ int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank
 /* ---- the worker's side ---- */
 
 struct link {
-    int rank;           /* the shard's */
-    size_t floats;      /* the stage's floats it owns */
+    int rank;      /* the shard's */
+    size_t floats; /* the stage's floats it owns */
     struct hp_msg_buf *push, *req, *reply;
 };
 
@@ -436,22 +450,22 @@ struct hp_ps_client {
     struct hp_comm *comm;
     int v, s, rank, nvws, timeout_ms;
     int u0, u1;
-    size_t n;           /* the stage's floats */
+    size_t n; /* the stage's floats */
     struct link *links;
     int nlinks;
-    float *S, *g;       /* [n]: the global view plus own pushes; the last pull */
-    int64_t *incl;      /* [nvws][2]: what the training weights hold (the last pull for a wave) */
-    int64_t *last;      /* [nvws][2]: the last pull's, evaluation included */
+    float *S, *g;  /* [n]: the global view plus own pushes; the last pull */
+    int64_t *incl; /* [nvws][2]: what the training weights hold (the last pull for a wave) */
+    int64_t *last; /* [nvws][2]: the last pull's, evaluation included */
     long pushed;
-    int64_t global;     /* the last pull's global clock, -1 */
+    int64_t global; /* the last pull's global clock, -1 */
     FILE *trace;
-    int node;           /* the stage's GPU's; shard i is on node i */
+    int node; /* the stage's GPU's; shard i is on node i */
     struct hp_ps_stats stats;
 };
 
 int hp_ps_client_create(const struct hp_plan *plan, const struct hp_model *model, int v, int s,
-                        int node, int rank, struct hp_comm *comm, const float *init,
-                        int timeout_ms, FILE *trace, struct hp_ps_client **out)
+                        int node, int rank, struct hp_comm *comm, const float *init, int timeout_ms,
+                        FILE *trace, struct hp_ps_client **out)
 {
     const struct hp_stage_plan *st = &plan->vws[v].stages[s];
     struct hp_ps_client *c = calloc(1, sizeof(*c));
@@ -460,9 +474,19 @@ int hp_ps_client_create(const struct hp_plan *plan, const struct hp_model *model
     *out = NULL;
     if (!c)
         return -HP_ENOMEM;
-    *c = (struct hp_ps_client){.plan = plan, .model = model, .comm = comm, .v = v, .s = s, .global = -1,
-                               .rank = rank, .nvws = plan->nvws, .timeout_ms = timeout_ms,
-                               .u0 = st->u0, .u1 = st->u1, .trace = trace, .node = node};
+    *c = (struct hp_ps_client){.plan = plan,
+                               .model = model,
+                               .comm = comm,
+                               .v = v,
+                               .s = s,
+                               .global = -1,
+                               .rank = rank,
+                               .nvws = plan->nvws,
+                               .timeout_ms = timeout_ms,
+                               .u0 = st->u0,
+                               .u1 = st->u1,
+                               .trace = trace,
+                               .node = node};
     c->n = unit_offset(model, st->u0, st->u1);
     c->links = calloc((size_t)(plan->nshards ? plan->nshards : 1), sizeof(struct link));
     c->S = malloc((c->n ? c->n : 1) * sizeof(float));
@@ -565,8 +589,11 @@ int hp_ps_push(struct hp_ps_client *c, const float *local, long wave)
         if (rc)
             break;
         gather(c, l->rank - first_shard_rank(c->plan), c->g, hp_msg_buf_payload(l->push));
-        const struct hp_msg_header h = {.type = HP_MSG_PUSH, .vw = c->v, .stage = c->s,
-                                        .minibatch = -1, .clock = wave,
+        const struct hp_msg_header h = {.type = HP_MSG_PUSH,
+                                        .vw = c->v,
+                                        .stage = c->s,
+                                        .minibatch = -1,
+                                        .clock = wave,
                                         .payload_bytes = l->floats * sizeof(float)};
         rc = hp_comm_send_start(c->comm, l->rank, &h, l->push);
         if (!rc && l->rank - first_shard_rank(c->plan) != c->node)
@@ -601,8 +628,11 @@ int hp_ps_pull(struct hp_ps_client *c, const int64_t *thr, long wave)
         if (rc)
             break;
         memcpy(hp_msg_buf_payload(l->req), thr, (size_t)c->nvws * sizeof(int64_t));
-        const struct hp_msg_header h = {.type = HP_MSG_PULL, .vw = c->v, .stage = c->s,
-                                        .minibatch = wave, .clock = tmax,
+        const struct hp_msg_header h = {.type = HP_MSG_PULL,
+                                        .vw = c->v,
+                                        .stage = c->s,
+                                        .minibatch = wave,
+                                        .clock = tmax,
                                         .payload_bytes = (size_t)c->nvws * sizeof(int64_t)};
         rc = hp_comm_send_start(c->comm, l->rank, &h, l->req);
     }

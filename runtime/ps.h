@@ -48,17 +48,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define HP_TRACE_HEADER                                                                           \
-    "event,rank,vw,stage,wave,minibatch,threshold,clock,global,own,t0,t1,incl\n"
+#define HP_TRACE_HEADER "event,rank,vw,stage,wave,minibatch,threshold,clock,global,own,t0,t1,incl\n"
 
 /* Serve PS shard rank `rank` of `plan` until every worker rank has said it is done. */
-int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl,
-              const struct hp_model *model, int rank, struct hp_comm *comm,
-              const struct hp_worker_opts *o);
+int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_model *model,
+              int rank, struct hp_comm *comm, const struct hp_worker_opts *o);
 
 /* A worker rank tells every PS shard that it is done (the last message it sends them). */
-int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank, int vw,
-                      int stage, int timeout_ms);
+int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank, int vw, int stage,
+                      int timeout_ms);
 
 /* The worker side: stage (v, s)'s view of the shards that own its units. */
 struct hp_ps_client;
@@ -66,8 +64,8 @@ struct hp_ps_client;
 /* `init` is the stage's initial parameters (host, the stage's floats); `node` the node of
  * the stage's GPU (traffic to the shards of other nodes is counted). trace may be NULL. */
 int hp_ps_client_create(const struct hp_plan *plan, const struct hp_model *model, int v, int s,
-                        int node, int rank, struct hp_comm *comm, const float *init,
-                        int timeout_ms, FILE *trace, struct hp_ps_client **out);
+                        int node, int rank, struct hp_comm *comm, const float *init, int timeout_ms,
+                        FILE *trace, struct hp_ps_client **out);
 void hp_ps_client_destroy(struct hp_comm *comm, struct hp_ps_client *c);
 
 /* Push wave `wave`: the update since the last push or pull is local - S, where S is the

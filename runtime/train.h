@@ -12,11 +12,11 @@
 #include <stdint.h>
 
 struct hp_train_opts {
-    const char *model;    /* name or path */
-    const char *device;   /* cpu | cuda | auto */
-    const char *data_dir; /* NULL: hp_dataset_dir() */
-    const char *metrics;  /* CSV path, NULL: none */
-    const char *step_log; /* "step,loss" of every step (mean loss, %.9e), NULL: none */
+    const char *model;       /* name or path */
+    const char *device;      /* cpu | cuda | auto */
+    const char *data_dir;    /* NULL: hp_dataset_dir() */
+    const char *metrics;     /* CSV path, NULL: none */
+    const char *step_log;    /* "step,loss" of every step (mean loss, %.9e), NULL: none */
     const char *save_params; /* the final parameters, raw float32 in model order, NULL: none */
     int epochs;
     int batch;

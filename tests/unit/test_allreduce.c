@@ -55,14 +55,14 @@ struct arg {
 };
 
 struct report {
-    int stage;             /* where a rank failed (0: it did not) */
-    int rc[NCOUNTS];       /* hp_allreduce_sum's result, per count (MODE_SUM), or [0] */
+    int stage;              /* where a rank failed (0: it did not) */
+    int rc[NCOUNTS];        /* hp_allreduce_sum's result, per count (MODE_SUM), or [0] */
     uint64_t hash[NCOUNTS]; /* FNV-1a of the result's bytes */
-    double err[NCOUNTS];   /* max over i of |got - exact| / sum over members of |x| */
-    size_t sent[NCOUNTS];  /* hp_allreduce_sent_bytes */
-    long allocations;      /* during all the sums */
-    double seconds;        /* the failing call (MODE_STEPS, MODE_EXIT_MID) */
-    char err_text[512];    /* what it logged then */
+    double err[NCOUNTS];    /* max over i of |got - exact| / sum over members of |x| */
+    size_t sent[NCOUNTS];   /* hp_allreduce_sent_bytes */
+    long allocations;       /* during all the sums */
+    double seconds;         /* the failing call (MODE_STEPS, MODE_EXIT_MID) */
+    char err_text[512];     /* what it logged then */
 };
 
 /* Ring order is not rank order: position i holds rank n - 1 - i, so that a mix-up of `self`
@@ -149,7 +149,8 @@ static int rank_main(struct test_rank *self)
         /* what rank 1 (ring position n - 2) sends first at step 6 (chunk n - 2 of 1000), then
          * gone without a word (like a crash) */
         const int pos = n - 2, q = 1000 / n, rest = 1000 % n;
-        const size_t len = (size_t)q + (pos < rest), off = (size_t)pos * q + (pos < rest ? pos : rest);
+        const size_t len = (size_t)q + (pos < rest),
+                     off = (size_t)pos * q + (pos < rest ? pos : rest);
         const struct hp_msg_header h = {.type = HP_MSG_ALLREDUCE,
                                         .vw = -1,
                                         .stage = pos,
@@ -161,8 +162,8 @@ static int rank_main(struct test_rank *self)
     }
     t0 = hp_now_s();
     test_capture_begin();
-    rep.rc[0] = hp_allreduce_sum(ar, buf, 1000, a->mode == MODE_STEPS && r == 0 ? 5 : 6,
-                                 FAIL_TIMEOUT_MS);
+    rep.rc[0] =
+        hp_allreduce_sum(ar, buf, 1000, a->mode == MODE_STEPS && r == 0 ? 5 : 6, FAIL_TIMEOUT_MS);
     snprintf(rep.err_text, sizeof(rep.err_text), "%s", test_capture_end());
     rep.seconds = hp_now_s() - t0;
     /* a failed member leaves at once, as a replica would, so its peers see it go */
@@ -211,14 +212,14 @@ START_TEST(sums_match_reference)
     for (int c = 0; c < NCOUNTS; c++) {
         const double ideal = 2.0 * (n - 1) / n * (double)counts[c] * sizeof(float);
         for (int r = 0; r < n; r++) {
-            ck_assert_msg(reps[r].rc[c] == 0, "%d ranks, %zu floats: rank %d got %s", n,
-                          counts[c], r, hp_errname(reps[r].rc[c]));
+            ck_assert_msg(reps[r].rc[c] == 0, "%d ranks, %zu floats: rank %d got %s", n, counts[c],
+                          r, hp_errname(reps[r].rc[c]));
             ck_assert_msg(reps[r].err[c] <= 1e-6 * n,
                           "%d ranks, %zu floats: rank %d is off by %.3g (relative)", n, counts[c],
                           r, reps[r].err[c]);
             ck_assert_msg(reps[r].hash[c] == reps[0].hash[c],
-                          "%d ranks, %zu floats: rank %d's bits differ from rank 0's", n,
-                          counts[c], r);
+                          "%d ranks, %zu floats: rank %d's bits differ from rank 0's", n, counts[c],
+                          r);
             /* each of the 2 (n - 1) chunks sent differs from count / n by under one float */
             ck_assert_msg(fabs((double)reps[r].sent[c] - ideal) < 2.0 * sizeof(float),
                           "%d ranks, %zu floats: rank %d sent %zu bytes, ideal %.1f", n, counts[c],
