@@ -264,6 +264,12 @@ static int stash_current(struct stage *g, long first, long end)
  * VW's own (the rebase changes nothing) and WSP is plain pipelining. tests/wsp_check.py checks
  * the traces against these rules and bounds.
  */
+/* The waves of every VW that wave C (>= 2) waits for, before the end-of-training cap. */
+static long wave_threshold(const struct stage *g, long C)
+{
+    return C - 1 - g->D > 0 ? C - 1 - g->D : 0;
+}
+
 static int wave_gate(struct stage *g, long q, long first, long end)
 {
     const long C = q / g->nm;
@@ -274,7 +280,7 @@ static int wave_gate(struct stage *g, long q, long first, long end)
     /* a VW with fewer minibatches (its share of an uneven split) pushes fewer waves in all:
      * near the end no pull may wait for waves that will never come */
     for (int x = 0; x < g->nvws; x++) {
-        const long t = C - 1 - g->D > 0 ? C - 1 - g->D : 0;
+        const long t = wave_threshold(g, C);
         g->thr[x] = t < g->final_waves[x] ? t : g->final_waves[x];
     }
     rc = stash_current(g, first, end);
@@ -325,7 +331,7 @@ static int forward(struct stage *g, long j, long nb, long m_global, long step)
         const long C = q / g->nm;
         const double t = hp_now_s();
         fprintf(g->trace, "mb,%d,%d,%d,%ld,%ld,%ld,%ld,%" PRId64 ",%ld,%.6f,%.6f,", g->rank, g->v,
-                g->s, C, q, C >= 2 ? (long)g->thr[0] : -1L, hp_ps_pushed(g->ps),
+                g->s, C, q, C >= 2 ? wave_threshold(g, C) : -1L, hp_ps_pushed(g->ps),
                 hp_ps_global_clock(g->ps), g->nupd, t, t);
         hp_ps_trace_incl(g->ps, g->trace);
     }
