@@ -2,15 +2,15 @@
 # The dp baseline: every GPU a full replica, a ring allreduce of the gradients after every
 # minibatch (hetpipe run --local --policy dp).
 
+load helpers
+
 setup() {
-    HETPIPE=${HETPIPE:-build/hetpipe}
-    TMP=$(mktemp -d)
-    export OPENBLAS_NUM_THREADS=1
+    common_setup
     MODEL=tests/models/mlp-plain.ini # no dropout: replicas and train compute one function
 }
 
 teardown() {
-    rm -rf "$TMP"
+    common_teardown
 }
 
 # a site config whose TYPE has only GIB GiB of memory
@@ -81,23 +81,5 @@ dp_equals_train() {
 }
 
 @test "dp: killing one replica stops the others within 10 s and run names it" {
-    "$HETPIPE" run --local --cluster local4 --policy dp --emulate 400 --epochs 1 --log-every 0 \
-        --run-dir "$TMP/run" > "$TMP/out" 2>&1 &
-    runpid=$!
-    for _ in $(seq 100); do
-        [ -s "$TMP/run/boot/addr.3" ] && break
-        sleep 0.1
-    done
-    sleep 1.5
-    victim=$(pgrep -f "hetpipe-rank.*$TMP/run" | sed -n 2p)
-    [ -n "$victim" ]
-    kill -9 "$victim"
-    start=$(date +%s)
-    wait "$runpid" && st=0 || st=$?
-    end=$(date +%s)
-    cat "$TMP/out"
-    [ "$st" -ne 0 ]
-    [ $((end - start)) -le 10 ]
-    grep -q "was killed by signal 9" "$TMP/out"
-    [ -z "$(pgrep -f "hetpipe-rank.*$TMP/run")" ]
+    kill_a_rank 3 2 --local --cluster local4 --policy dp --emulate 400 --epochs 1 --log-every 0
 }

@@ -1,14 +1,14 @@
 #!/usr/bin/env bats
 # Ranks that pipeline: hetpipe run --local forks hetpipe-rank processes that talk over UCX.
 
+load helpers
+
 setup() {
-    HETPIPE=${HETPIPE:-build/hetpipe}
-    TMP=$(mktemp -d)
-    export OPENBLAS_NUM_THREADS=1
+    common_setup
 }
 
 teardown() {
-    rm -rf "$TMP"
+    common_teardown
 }
 
 # cluster_of TYPE... : a cluster of one-GPU nodes, so that --policy ed makes one VW of them
@@ -85,25 +85,7 @@ equal_to_train() {
 
 @test "killing one rank: the others stop within 10 s and run names the dead rank" {
     c=$(cluster_of titanv titanrtx rtx2060 p4000)
-    "$HETPIPE" run --local --cluster "$c" --policy ed --emulate 400 --epochs 1 --log-every 0 \
-        --run-dir "$TMP/run" > "$TMP/out" 2>&1 &
-    runpid=$!
-    for _ in $(seq 100); do
-        [ -s "$TMP/run/boot/addr.7" ] && break
-        sleep 0.1
-    done
-    sleep 1.5
-    victim=$(pgrep -f "hetpipe-rank.*$TMP/run" | sed -n 3p)
-    [ -n "$victim" ]
-    kill -9 "$victim"
-    start=$(date +%s)
-    wait "$runpid" && st=0 || st=$?
-    end=$(date +%s)
-    cat "$TMP/out"
-    [ "$st" -ne 0 ]
-    [ $((end - start)) -le 10 ]
-    grep -q "was killed by signal 9" "$TMP/out"
-    [ -z "$(pgrep -f "hetpipe-rank.*$TMP/run")" ]
+    kill_a_rank 7 3 --local --cluster "$c" --policy ed --emulate 400 --epochs 1 --log-every 0
 }
 
 @test "hetpipe run refuses bad input clearly" {

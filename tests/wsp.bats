@@ -3,14 +3,14 @@
 # the rules of DESIGN.md section 6 (tests/wsp_check.py), one VW against the pipeline alone,
 # and the bytes that cross nodes under each placement against the planner's prediction.
 
+load helpers
+
 setup() {
-    HETPIPE=${HETPIPE:-build/hetpipe}
-    TMP=$(mktemp -d)
-    export OPENBLAS_NUM_THREADS=1
+    common_setup
 }
 
 teardown() {
-    rm -rf "$TMP"
+    common_teardown
 }
 
 # traced CLUSTER D NM [options]: a short emulated ed run with --trace $TMP/t

@@ -1,0 +1,38 @@
+# helpers.bash - shared by the bats files that run jobs (load helpers).
+
+# every test: the hetpipe under test, a fresh scratch directory, one BLAS thread
+common_setup() {
+    HETPIPE=${HETPIPE:-build/hetpipe}
+    TMP=$(mktemp -d)
+    export OPENBLAS_NUM_THREADS=1
+}
+
+common_teardown() {
+    rm -rf "$TMP"
+}
+
+# kill_a_rank LAST N RUN-ARGS...: start `hetpipe run RUN-ARGS` in $TMP/run, wait until rank
+# LAST has published its address and 1.5 s more, kill -9 the N-th rank process; the run must
+# fail within 10 s, say which rank was killed, and leave no rank behind
+kill_a_rank() {
+    last=$1 n=$2
+    shift 2
+    "$HETPIPE" run "$@" --run-dir "$TMP/run" > "$TMP/out" 2>&1 &
+    runpid=$!
+    for _ in $(seq 100); do
+        [ -s "$TMP/run/boot/addr.$last" ] && break
+        sleep 0.1
+    done
+    sleep 1.5
+    victim=$(pgrep -f "hetpipe-rank.*$TMP/run" | sed -n "${n}p")
+    [ -n "$victim" ]
+    kill -9 "$victim"
+    start=$(date +%s)
+    wait "$runpid" && st=0 || st=$?
+    end=$(date +%s)
+    cat "$TMP/out"
+    [ "$st" -ne 0 ]
+    [ $((end - start)) -le 10 ]
+    grep -q "was killed by signal 9" "$TMP/out"
+    [ -z "$(pgrep -f "hetpipe-rank.*$TMP/run")" ]
+}
