@@ -762,6 +762,12 @@ static int emulation_setup(struct stage *g, const struct hp_gpudb *db)
     return 0;
 }
 
+/* VW x's minibatches of an epoch of total_mb: every N-th of the permutation (x < N). */
+static long vw_minibatches(long total_mb, int nvws, int x)
+{
+    return total_mb / nvws + (x < total_mb % nvws ? 1 : 0);
+}
+
 /* The synchronisation across VWs: the PS client (WSP) or, for dp, the allreduce group of the
  * replicas. total_mb: the job's minibatches per epoch. */
 static int sync_setup(struct stage *g, long total_mb)
@@ -791,7 +797,7 @@ static int sync_setup(struct stage *g, long total_mb)
     if (!p->nshards)
         return 0;
     for (int x = 0; x < g->nvws; x++) {
-        const long mb = total_mb / g->nvws + (x < total_mb % g->nvws ? 1 : 0);
+        const long mb = vw_minibatches(total_mb, g->nvws, x);
         const long nm = p->vws[x].nm > 0 ? p->vws[x].nm : 1;
         g->final_waves[x] = (g->o->epochs * mb + nm - 1) / nm;
     }
@@ -1030,8 +1036,7 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     }
     total_mb = ntrain / g.batch;
     /* dp: every replica the same number of steps (those of hetpipe train at R x B) */
-    const long my_mb =
-        g.dp ? total_mb / g.nvws : total_mb / g.nvws + (g.v < total_mb % g.nvws ? 1 : 0);
+    const long my_mb = g.dp ? total_mb / g.nvws : vw_minibatches(total_mb, g.nvws, g.v);
     if (my_mb == 0) {
         hp_error("minibatch %d x %d virtual workers is more than the %d training samples", g.batch,
                  g.nvws, ntrain);
