@@ -1,6 +1,7 @@
 /* boot_check.c - a bootstrap smoke test for one rank of a job: bootstrap (PMIx when a PMIx
  * server started us, else address files), wire up the transport, pass the rank numbers
- * around a ring (rank r sends r to r + 1 and expects r - 1 from r - 1).
+ * around a ring (rank r sends r to r + 1 and expects r - 1 from r - 1), then once between
+ * every pair of ranks (so that no rank exits while a peer still connects to it).
  *
  *   srun --mpi=pmix -n N boot_check
  *   boot_check --dir D --rank R --nranks N        (one process per rank; D private, 0700)
@@ -60,6 +61,35 @@ static int ring(struct hp_comm *comm, int rank, int n)
     return ret;
 }
 
+/* Before exiting, every rank sends to and hears from every other one: wireup connected each
+ * pair eagerly, and a rank that exited while a peer's connection to it was still being set up
+ * would fail that peer ("connection refused"), a race seen in CI. */
+static int all_to_all(struct hp_comm *comm, int rank, int n)
+{
+    struct hp_msg_header h = {.type = HP_MSG_CONTROL,
+                              .vw = -1,
+                              .stage = -1,
+                              .minibatch = -1,
+                              .clock = -1,
+                              .payload_bytes = sizeof(int32_t)};
+    int32_t mine = rank, got = -1;
+    int ret = 0;
+
+    for (int r = 0; r < n && ret == 0; r++)
+        if (r != rank)
+            ret = hp_comm_send(comm, r, &h, &mine, TIMEOUT_MS);
+    for (int r = 0; r < n && ret == 0; r++) {
+        if (r == rank)
+            continue;
+        ret = hp_comm_recv(comm, r, HP_MSG_CONTROL, &h, &got, sizeof(got), TIMEOUT_MS);
+        if (ret == 0 && got != r) {
+            hp_error("all-to-all: rank %d sent %d", r, (int)got);
+            ret = -HP_EPROTOCOL;
+        }
+    }
+    return ret;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"dir", required_argument, NULL, 'd'},
@@ -114,6 +144,8 @@ int main(int argc, char **argv)
         ret = hp_boot_wireup(boot, comm, TIMEOUT_MS);
     if (ret == 0)
         ret = ring(comm, rank, nranks);
+    if (ret == 0)
+        ret = all_to_all(comm, rank, nranks);
     if (ret == 0)
         printf("rank %d of %d: ok (%s)\n", rank, nranks, hp_boot_kind(boot));
     else
