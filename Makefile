@@ -63,7 +63,7 @@ HP_CFLAGS := -std=c11 -D_GNU_SOURCE -O3 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
 HP_LDFLAGS := $(SANFLAGS)
 HP_LIBS    := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -liniparser -lz -lm -lpthread
 
-COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c
+COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c common/jobopts.c
 RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
                 runtime/net.c runtime/data.c runtime/train.c runtime/comm.c runtime/pipeline.c runtime/bootstrap.c runtime/ps.c runtime/allreduce.c \
                 launcher/cost.c launcher/partition.c launcher/plan.c launcher/planfile.c launcher/cluster.c \
