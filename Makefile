@@ -65,7 +65,7 @@ HP_LIBS    := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -liniparser -lz -lm -lpt
 
 COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c common/jobopts.c
 RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
-                runtime/net.c runtime/data.c runtime/train.c runtime/comm.c runtime/pipeline.c runtime/bootstrap.c runtime/ps.c runtime/allreduce.c \
+                runtime/net.c runtime/data.c runtime/train.c runtime/comm.c runtime/pipeline.c runtime/bootstrap.c runtime/ps.c runtime/allreduce.c runtime/binding.c \
                 launcher/cost.c launcher/partition.c launcher/plan.c launcher/planfile.c launcher/cluster.c \
                 launcher/profile.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
@@ -110,6 +110,7 @@ features:
 	@echo "hetpipe: features: cpu backend (OpenBLAS): yes"
 	@echo "hetpipe: features: cuda backend (cuBLAS, cuDNN): $(if $(filter 1,$(HAVE_CUDA)),yes ($(NVCC); sm_$(CUDA_ARCHS)),no (HP_CUDA=$(HP_CUDA)$(if $(NVCC),, and nvcc not found)))"
 	@echo "hetpipe: features: sanitizer: $(or $(SANITIZER),none)"
+	@echo "hetpipe: features: SPANK plugin: $(if $(filter 1,$(HAVE_SPANK)),yes ($(SPANK_H)),no ($(SPANK_HEADER) not found: install libslurm-dev))"
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -159,6 +160,32 @@ $(BENCH_COMM_BW): $(BUILD)/tests/bench/comm_bw.o $(LIB)
 
 $(BOOT_CHECK): $(BUILD)/tests/boot_check.o $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+
+# ---- SPANK plugin -------------------------------------------------------------------------
+# spank_hetpipe.so, built where Slurm's spank.h is installed: spank/spank_hetpipe.c and the
+# dependency-free common/jobopts.c only, compiled apart (hidden visibility, no sanitizer: the
+# plugin is dlopen()ed by sbatch, srun and slurmstepd), exporting only what
+# spank/spank_hetpipe.map names. Not linked with -lslurm: the host process provides spank_*.
+SPANK_HEADER := /usr/include/slurm/spank.h
+SPANK_H      := $(wildcard $(SPANK_HEADER))
+HAVE_SPANK   := $(if $(SPANK_H),1,0)
+SPANK_SO     := $(BUILD)/spank_hetpipe.so
+SPANK_OBJS   := $(BUILD)/spank/spank_hetpipe.o $(BUILD)/spank/jobopts.o
+SPANK_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden $(WARN) $(WERROR) -Icommon \
+                -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
+ifeq ($(HAVE_SPANK),1)
+  all: $(SPANK_SO)
+  ALL_OBJS += $(SPANK_OBJS)
+endif
+$(BUILD)/spank/spank_hetpipe.o: spank/spank_hetpipe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SPANK_CFLAGS) $(CFLAGS) -c $< -o $@
+$(BUILD)/spank/jobopts.o: common/jobopts.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SPANK_CFLAGS) $(CFLAGS) -c $< -o $@
+$(SPANK_SO): $(SPANK_OBJS) spank/spank_hetpipe.map
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=spank/spank_hetpipe.map -o $@ $(SPANK_OBJS)
+# ---- end of SPANK plugin ------------------------------------------------------------------
 
 check: all
 	@HETPIPE=$(abspath $(HETPIPE)) BOOT_CHECK=$(abspath $(BOOT_CHECK)) UNIT_TESTS=$(abspath $(UNIT_TESTS)) sh tests/run.sh

@@ -15,7 +15,7 @@
 #define MAX_NODES 65536
 
 static const char *const keys_cluster[] = {"name", "intra_node_gbs", "inter_node_gbs", NULL};
-static const char *const keys_node[] = {"gpus", NULL};
+static const char *const keys_node[] = {"gpus", "devices", NULL};
 
 void hp_cluster_release(struct hp_cluster *c)
 {
@@ -115,6 +115,46 @@ out:
     return rc;
 }
 
+/* Node `sec`'s optional "devices = I, J, ...": the device indices of its GPUs (in the order
+ * of "gpus"), as Slurm numbers them (gres.conf order, CUDA_VISIBLE_DEVICES without device
+ * cgroups); without it the GPUs are 0, 1, ... Distinct integers, one per GPU. */
+static int parse_devices(const struct hp_ini *ini, const char *sec, struct hp_gpu *g, int n)
+{
+    const char *path = hp_ini_path(ini), *v;
+    char *buf, *item, *save = NULL;
+    int k = 0;
+
+    if (hp_ini_get_str(ini, sec, "devices", 0, NULL, &v))
+        return -HP_ECONFIG;
+    if (!v)
+        return 0;
+    buf = strdup(v);
+    if (!buf)
+        return -HP_ENOMEM;
+    for (item = buf; item; item = save, k++) {
+        long d;
+        save = strchr(item, ',');
+        if (save)
+            *save++ = '\0';
+        if (k >= n || hp_parse_long(trim(item), 0, 4095, &d))
+            goto bad;
+        for (int j = 0; j < k; j++)
+            if (g[j].index == (int)d)
+                goto bad;
+        g[k].index = (int)d;
+    }
+    if (k != n)
+        goto bad;
+    free(buf);
+    return 0;
+bad:
+    hp_error("%s: [%s]: key 'devices': '%s' is not %d distinct device indices 0..4095, one per "
+             "GPU of 'gpus'",
+             path, sec, v, n);
+    free(buf);
+    return -HP_ECONFIG;
+}
+
 static int get_link(const struct hp_ini *ini, const char *key, double def, double *out)
 {
     double v;
@@ -204,6 +244,8 @@ int hp_cluster_load(const char *path, const struct hp_gpudb *db, struct hp_clust
         if (strcmp(sec, "cluster") == 0)
             continue;
         rc = parse_gpus(ini, sec, db, node, c->gpus + first, &n);
+        if (!rc)
+            rc = parse_devices(ini, sec, c->gpus + first, n);
         if (rc)
             goto out;
         snprintf(c->nodes[node].name, sizeof(c->nodes[node].name), "%s", sec);

@@ -10,9 +10,11 @@
  *
  *   [node1]                 ; one section per node, in order; the section name is the node
  *   gpus = titanv:4         ; TYPE:COUNT[, TYPE:COUNT ...]; types from the GPU database
+ *   devices = 0,1,2,3       ; optional: the GPUs' device indices (default 0, 1, ...), e.g.
+ *                           ; the IDX Slurm allocated (hetpipe launch writes them)
  *
  * GPUs are numbered in file order (node by node, within a node in the order listed); a
- * GPU's device index is its position within its node.
+ * GPU's device index is its position within its node unless "devices" says otherwise.
  */
 #ifndef HP_CLUSTER_H
 #define HP_CLUSTER_H

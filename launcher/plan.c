@@ -124,7 +124,7 @@ static int group_ed(const struct hp_cluster *cl, struct grouping *g, int *vw_of)
         if (cl->nodes[n].ngpus < v)
             v = cl->nodes[n].ngpus;
     for (int i = 0; i < cl->ngpus; i++)
-        vw_of[i] = cl->gpus[i].index % v;
+        vw_of[i] = (i - cl->nodes[cl->gpus[i].node].first_gpu) % v; /* position in its node */
     return from_assignment(cl, vw_of, v, g);
 }
 

@@ -38,6 +38,13 @@ int hp_planfile_write(FILE *f, const struct hp_plan *p, const struct hp_cluster 
             fprintf(f, "%s%s", i ? "," : "",
                     db->types[cl->gpus[cl->nodes[n].first_gpu + i].type].name);
         fprintf(f, "\n");
+        int identity = 1;
+        for (int i = 0; i < cl->nodes[n].ngpus; i++)
+            identity &= cl->gpus[cl->nodes[n].first_gpu + i].index == i;
+        for (int i = 0; !identity && i < cl->nodes[n].ngpus; i++)
+            fprintf(f, "%s%d", i ? "," : "devices = ", cl->gpus[cl->nodes[n].first_gpu + i].index);
+        if (!identity)
+            fprintf(f, "\n");
     }
     for (int v = 0; v < p->nvws; v++) {
         const struct hp_vw_plan *vw = &p->vws[v];
@@ -113,7 +120,7 @@ static const char *const plan_keys[] = {"version",
                                         "wave_bytes_local",
                                         "unit_shard",
                                         NULL};
-static const char *const node_keys[] = {"name", "gpus", NULL};
+static const char *const node_keys[] = {"name", "gpus", "devices", NULL};
 static const char *const vw_keys[] = {"nm", "stages", "rate", "bottleneck_s", "round_s", NULL};
 static const char *const stage_keys[] = {"rank",       "node",     "device",    "type",
                                          "first_unit", "end_unit", "in_flight", "compute_s",
@@ -255,6 +262,23 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
                 BAD("%s: [%s]: unknown GPU type '%s'", path, sec, items[i]);
             cl->gpus[cl->ngpus++] = (struct hp_gpu){.node = n, .index = i, .type = t};
         }
+        if (hp_ini_has(ini, sec, "devices")) {
+            hp_ini_get_str(ini, sec, "devices", 1, NULL, &v);
+            int kd = split_list(v, buf, 65536, items, 4096);
+            if (kd != k)
+                BAD("%s: [%s]: key 'devices': %d entries for %d GPUs", path, sec, kd < 0 ? 0 : kd,
+                    k);
+            for (int i = 0; i < k; i++) {
+                long d;
+                if (hp_parse_long(items[i], 0, 4095, &d))
+                    BAD("%s: [%s]: key 'devices': '%s' is not a device index 0..4095", path, sec,
+                        items[i]);
+                for (int j = 0; j < i; j++)
+                    if (cl->gpus[cl->nodes[n].first_gpu + j].index == (int)d)
+                        BAD("%s: [%s]: key 'devices': device %ld is given twice", path, sec, d);
+                cl->gpus[cl->nodes[n].first_gpu + i].index = (int)d;
+            }
+        }
     }
     if (p->nshards > cl->nnodes)
         BAD("%s: [plan]: %d PS shards for %d nodes", path, p->nshards, cl->nnodes);
@@ -316,10 +340,12 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
                 get_dbl(ini, sec, "capacity", &st->capacity) ||
                 hp_ini_get_str(ini, sec, "type", 1, NULL, &v))
                 goto bad;
-            if (dev >= cl->nodes[node].ngpus)
-                BAD("%s: [%s]: device %d, but node '%s' has %d GPUs", path, sec, dev,
-                    cl->nodes[node].name, cl->nodes[node].ngpus);
-            gi = cl->nodes[node].first_gpu + dev;
+            for (int i = 0; i < cl->nodes[node].ngpus; i++)
+                if (cl->gpus[cl->nodes[node].first_gpu + i].index == dev)
+                    gi = cl->nodes[node].first_gpu + i;
+            if (gi < 0)
+                BAD("%s: [%s]: device %d, but node '%s' has no such GPU (it has %d)", path, sec,
+                    dev, cl->nodes[node].name, cl->nodes[node].ngpus);
             if (strcmp(db->types[cl->gpus[gi].type].name, v) != 0)
                 BAD("%s: [%s]: type '%s', but GPU %d of node '%s' is a %s", path, sec, v, dev,
                     cl->nodes[node].name, db->types[cl->gpus[gi].type].name);

@@ -47,8 +47,9 @@ enum boot_kind { BOOT_LOCAL, BOOT_PMIX };
 
 struct hp_boot {
     enum boot_kind kind;
-    int rank;
+    int rank; /* the position in the launcher's task order (PMIx rank, --rank) */
     int nranks;
+    int *rank_of;   /* NULL, or [nranks]: the job rank of each task (hp_boot_set_ranks) */
     int gathered;   /* hp_boot_allgather succeeded */
     int attempted;  /* hp_boot_allgather was called */
     uint8_t **blob; /* [nranks], each malloc'ed once it arrives */
@@ -103,7 +104,34 @@ static int keep_blob(struct hp_boot *b, int r, const void *blob, size_t len)
 
 int hp_boot_rank(const struct hp_boot *b)
 {
-    return b->rank;
+    return b->rank_of ? b->rank_of[b->rank] : b->rank;
+}
+
+int hp_boot_set_ranks(struct hp_boot *b, const int *rank_of_task)
+{
+    int *seen = calloc((size_t)b->nranks, sizeof(int));
+    int *map = malloc((size_t)b->nranks * sizeof(int));
+
+    if (!seen || !map) {
+        free(seen);
+        free(map);
+        return -HP_ENOMEM;
+    }
+    for (int t = 0; t < b->nranks; t++) {
+        const int r = rank_of_task[t];
+        if (r < 0 || r >= b->nranks || seen[r]++) {
+            hp_error("task %d: rank %d is %s (ranks 0..%d, each once)", t, r,
+                     r < 0 || r >= b->nranks ? "out of range" : "given twice", b->nranks - 1);
+            free(seen);
+            free(map);
+            return -HP_EINVAL;
+        }
+        map[t] = r;
+    }
+    free(seen);
+    free(b->rank_of);
+    b->rank_of = map;
+    return 0;
 }
 
 int hp_boot_size(const struct hp_boot *b)
@@ -648,8 +676,8 @@ int hp_boot_wireup(struct hp_boot *b, struct hp_comm *comm, int timeout_ms)
     ret = hp_comm_address(comm, &addr, &len);
     if (ret == 0)
         ret = hp_boot_allgather(b, addr, len, timeout_ms);
-    for (int r = 0; ret == 0 && r < b->nranks; r++)
-        ret = hp_comm_connect(comm, r, b->blob[r], b->len[r]);
+    for (int t = 0; ret == 0 && t < b->nranks; t++)
+        ret = hp_comm_connect(comm, b->rank_of ? b->rank_of[t] : t, b->blob[t], b->len[t]);
     return ret;
 }
 
@@ -665,6 +693,7 @@ void hp_boot_close(struct hp_boot *b)
         free(b->blob[r]);
     free(b->blob);
     free(b->len);
+    free(b->rank_of);
     free(b->dir);
     free(b);
 }

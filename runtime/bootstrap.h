@@ -34,6 +34,13 @@ int hp_boot_pmix_open(struct hp_boot **out);
 int hp_boot_pmix_present(void);
 
 int hp_boot_rank(const struct hp_boot *b);
+
+/* When the launcher's task order is not the job's rank order (hetpipe launch groups tasks by
+ * node and hetjob component): rank_of_task[t] is the rank of task t (t = the PMIx rank), a
+ * permutation of 0..size-1 (copied). Afterwards hp_boot_rank() returns this task's rank and
+ * hp_boot_wireup() connects rank rank_of_task[t] to task t's address; hp_boot_blob() stays
+ * indexed by task. 0, -HP_EINVAL (not a permutation, logged) or -HP_ENOMEM. */
+int hp_boot_set_ranks(struct hp_boot *b, const int *rank_of_task);
 int hp_boot_size(const struct hp_boot *b);
 const char *hp_boot_kind(const struct hp_boot *b); /* "local" or "pmix" */
 

@@ -7,6 +7,7 @@
  * The rank comes from PMIx when a PMIx server started the process, else from --rank (or
  * $HETPIPE_RANK). Exit status 0 on success, 1 on any failure (logged, naming the cause).
  */
+#include "binding.h"
 #include "bootstrap.h"
 #include "backend.h"
 #include "comm.h"
@@ -30,21 +31,22 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: hetpipe-rank --plan FILE [--rank R --boot-dir DIR] [options]\n"
-            "  --plan FILE        the job's plan file (hetpipe plan --out, hetpipe run)\n"
-            "  --rank R           this process's rank (default $HETPIPE_RANK; from PMIx under srun)\n"
-            "  --boot-dir DIR     private directory (mode 0700) for the address files\n"
-            "  --config FILE      site config with the GPU database\n"
-            "  --device D         cpu (default), cuda or auto\n"
-            "  --epochs N --lr X --momentum X --weight-decay X --schedule cosine|constant\n"
-            "  --train-limit N --test-limit N --log-every N --data DIR --threads N\n"
-            "  --emulate S        pad compute and transfers to S x the cost model's time (0: off)\n"
-            "  --timeout SEC      how long to wait for a peer (default 60)\n"
-            "  --metrics FILE --step-log FILE --weight-log PREFIX --stats FILE --trace PREFIX\n"
-            "  --save-params PREFIX  write this rank's parameters (float32) to PREFIX.<rank>\n"
-            "  --eval-every N     also evaluate about every N training samples of the job\n"
-            "  --no-stash         debug: backward passes use the current weights\n");
+    fprintf(
+        f,
+        "usage: hetpipe-rank --plan FILE [--rank R --boot-dir DIR] [options]\n"
+        "  --plan FILE        the job's plan file (hetpipe plan --out, hetpipe run)\n"
+        "  --rank R           this process's rank (default $HETPIPE_RANK; from PMIx under srun)\n"
+        "  --boot-dir DIR     private directory (mode 0700) for the address files\n"
+        "  --config FILE      site config with the GPU database\n"
+        "  --device D         cpu (default), cuda or auto\n"
+        "  --epochs N --lr X --momentum X --weight-decay X --schedule cosine|constant\n"
+        "  --train-limit N --test-limit N --log-every N --data DIR --threads N\n"
+        "  --emulate S        pad compute and transfers to S x the cost model's time (0: off)\n"
+        "  --timeout SEC      how long to wait for a peer (default 60)\n"
+        "  --metrics FILE --step-log FILE --weight-log PREFIX --stats FILE --trace PREFIX\n"
+        "  --save-params PREFIX  write this rank's parameters (float32) to PREFIX.<rank>\n"
+        "  --eval-every N     also evaluate about every N training samples of the job\n"
+        "  --no-stash         debug: backward passes use the current weights\n");
 }
 
 static int num(const char *opt, const char *v, double min, double max, double *out)
@@ -56,11 +58,129 @@ static int num(const char *opt, const char *v, double min, double max, double *o
     return 0;
 }
 
+/* Index of device d in a comma-separated list ("0,1,3"), or -1. */
+static int list_index(const char *list, int d)
+{
+    int i = 0;
+
+    for (const char *q = list; q && *q; i++) {
+        char *end;
+        long x = strtol(q, &end, 10);
+        if (end != q && x == d && (*end == ',' || *end == '\0'))
+            return i;
+        q = strchr(q, ',');
+        q = q ? q + 1 : NULL;
+    }
+    return -1;
+}
+
+/* The i-th entry of a comma-separated list into buf; 0, or -1 when there is none. */
+static int list_entry(const char *list, int i, char *buf, size_t n)
+{
+    const char *q = list;
+
+    while (q && i-- > 0) {
+        q = strchr(q, ',');
+        q = q ? q + 1 : NULL;
+    }
+    if (!q || !*q || *q == ',')
+        return -1;
+    snprintf(buf, n, "%.*s", (int)strcspn(q, ","), q);
+    return 0;
+}
+
+/* Under Slurm: check what the plan gives rank `rank` against what this task has, and bind its
+ * GPU. The SPANK plugin binds in slurmstepd (HETPIPE_BOUND, or HETPIPE_BIND_ERROR with why
+ * not); without the plugin the rank binds itself from SLURM_STEP_GPUS. `b` is this task's
+ * binding entry (NULL without a binding file). A mismatch is an error naming both sides. */
+static int check_placement(const struct hp_plan *p, const struct hp_cluster *cl,
+                           const struct hp_gpudb *db, int rank, const struct hp_binding *b)
+{
+    const char *here = getenv("SLURMD_NODENAME"), *step = getenv("SLURM_STEP_GPUS");
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES"), *bound = getenv("HETPIPE_BOUND");
+    const struct hp_gpu *g = NULL;
+    char role[128];
+    int base = 0;
+
+    snprintf(role, sizeof(role), "PS shard %d", rank - (p->nranks - p->nshards));
+    for (int v = 0; v < p->nvws; v++) {
+        if (rank >= base && rank < base + p->vws[v].nstages) {
+            g = &cl->gpus[p->vws[v].stages[rank - base].gpu];
+            snprintf(role, sizeof(role), "vw %d stage %d, a %s", v, rank - base,
+                     db->types[g->type].name);
+        }
+        base += p->vws[v].nstages;
+    }
+    if (b && g && (strcmp(b->node, cl->nodes[g->node].name) != 0 || b->device != g->index)) {
+        hp_error("rank %d (%s): the binding file puts it on GPU %d of %s, but the plan on GPU %d "
+                 "of %s: plan and binding are from different launches",
+                 rank, role, b->device, b->node, g->index, cl->nodes[g->node].name);
+        return -HP_ECONFIG;
+    }
+    if (b && here && strcmp(b->node, here) != 0) {
+        hp_error("rank %d (%s) is planned on node %s, but Slurm started it on %s: the step's "
+                 "task layout does not match the plan",
+                 rank, role, b->node, here);
+        return -HP_ECONFIG;
+    }
+    if (!g || !getenv("SLURM_STEP_ID"))
+        return 0; /* a PS shard, or not under Slurm (hetpipe run --local emulates GPUs) */
+    const char *node = cl->nodes[g->node].name;
+    if (bound && strcmp(bound, "1") == 0) {
+        const char *gpu = getenv("HETPIPE_GPU");
+        if (!gpu || list_index(gpu, g->index) != 0) {
+            hp_error("rank %d (%s) is planned on GPU %d of %s, but the plugin bound it to GPU "
+                     "'%s'",
+                     rank, role, g->index, node, gpu ? gpu : "(none)");
+            return -HP_ECONFIG;
+        }
+        return 0;
+    }
+    const int i = step ? list_index(step, g->index) : -1;
+    if (i < 0) {
+        hp_error("rank %d (%s) is planned on GPU %d of %s, but this step has %s%s%s on %s: the "
+                 "plan does not match the allocation (plan inside the allocation with hetpipe "
+                 "launch, or ask Slurm for those GPUs)",
+                 rank, role, g->index, node, step ? "GPU(s) " : "no GPUs",
+                 step ? step : " (SLURM_STEP_GPUS is unset)", "", here ? here : node);
+        return -HP_ECONFIG;
+    }
+    char dev[32];
+    if (!cvd || list_entry(cvd, i, dev, sizeof(dev)))
+        snprintf(dev, sizeof(dev), "%d", g->index);
+    setenv("CUDA_VISIBLE_DEVICES", dev, 1);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    enum { O_PLAN = 256, O_RANK, O_BOOT, O_CONFIG, O_DEVICE, O_EPOCHS, O_LR, O_MOM, O_WD, O_SCHED,
-           O_TRL, O_TEL, O_LOG, O_DATA, O_THREADS, O_EMU, O_TIMEOUT, O_METRICS, O_STEPLOG,
-           O_WLOG, O_STATS, O_TRACE, O_SAVE, O_EVERY, O_NOSTASH };
+    enum {
+        O_PLAN = 256,
+        O_RANK,
+        O_BOOT,
+        O_CONFIG,
+        O_DEVICE,
+        O_EPOCHS,
+        O_LR,
+        O_MOM,
+        O_WD,
+        O_SCHED,
+        O_TRL,
+        O_TEL,
+        O_LOG,
+        O_DATA,
+        O_THREADS,
+        O_EMU,
+        O_TIMEOUT,
+        O_METRICS,
+        O_STEPLOG,
+        O_WLOG,
+        O_STATS,
+        O_TRACE,
+        O_SAVE,
+        O_EVERY,
+        O_NOSTASH
+    };
     static const struct option opts[] = {
         {"plan", required_argument, 0, O_PLAN},
         {"rank", required_argument, 0, O_RANK},
@@ -100,15 +220,21 @@ int main(int argc, char **argv)
     hp_worker_opts_init(&o);
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1 && !rc) {
         switch (c) {
-        case O_PLAN: plan_path = optarg; break;
+        case O_PLAN:
+            plan_path = optarg;
+            break;
         case O_RANK:
             if (hp_parse_long(optarg, 0, 1 << 20, &rank)) {
                 hp_error("option '--rank': '%s' is not a rank 0..%d", optarg, 1 << 20);
                 rc = -HP_EINVAL;
             }
             break;
-        case O_BOOT: boot_dir = optarg; break;
-        case O_CONFIG: config = optarg; break;
+        case O_BOOT:
+            boot_dir = optarg;
+            break;
+        case O_CONFIG:
+            config = optarg;
+            break;
         case O_DEVICE:
             if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda") && strcmp(optarg, "auto")) {
                 hp_error("option '--device': unknown device '%s' (allowed: cpu, cuda, auto)",
@@ -117,10 +243,22 @@ int main(int argc, char **argv)
             }
             o.device = optarg;
             break;
-        case O_EPOCHS: if (!(rc = num("epochs", optarg, 1, 10000, &x))) o.epochs = (int)x; break;
-        case O_LR: if (!(rc = num("lr", optarg, 1e-8, 10, &x))) o.lr = (float)x; break;
-        case O_MOM: if (!(rc = num("momentum", optarg, 0, 0.999, &x))) o.momentum = (float)x; break;
-        case O_WD: if (!(rc = num("weight-decay", optarg, 0, 1, &x))) o.weight_decay = (float)x; break;
+        case O_EPOCHS:
+            if (!(rc = num("epochs", optarg, 1, 10000, &x)))
+                o.epochs = (int)x;
+            break;
+        case O_LR:
+            if (!(rc = num("lr", optarg, 1e-8, 10, &x)))
+                o.lr = (float)x;
+            break;
+        case O_MOM:
+            if (!(rc = num("momentum", optarg, 0, 0.999, &x)))
+                o.momentum = (float)x;
+            break;
+        case O_WD:
+            if (!(rc = num("weight-decay", optarg, 0, 1, &x)))
+                o.weight_decay = (float)x;
+            break;
         case O_SCHED:
             if (strcmp(optarg, "cosine") == 0 || strcmp(optarg, "constant") == 0)
                 o.cosine = strcmp(optarg, "cosine") == 0;
@@ -130,29 +268,64 @@ int main(int argc, char **argv)
                 rc = -HP_EINVAL;
             }
             break;
-        case O_TRL: if (!(rc = num("train-limit", optarg, 0, 60000, &x))) o.train_limit = (int)x; break;
-        case O_TEL: if (!(rc = num("test-limit", optarg, 0, 10000, &x))) o.test_limit = (int)x; break;
-        case O_LOG: if (!(rc = num("log-every", optarg, 0, 1e9, &x))) o.log_every = (int)x; break;
-        case O_DATA: o.data_dir = optarg; break;
+        case O_TRL:
+            if (!(rc = num("train-limit", optarg, 0, 60000, &x)))
+                o.train_limit = (int)x;
+            break;
+        case O_TEL:
+            if (!(rc = num("test-limit", optarg, 0, 10000, &x)))
+                o.test_limit = (int)x;
+            break;
+        case O_LOG:
+            if (!(rc = num("log-every", optarg, 0, 1e9, &x)))
+                o.log_every = (int)x;
+            break;
+        case O_DATA:
+            o.data_dir = optarg;
+            break;
         case O_THREADS:
             if (!(rc = num("threads", optarg, 1, 1024, &x)))
                 hp_backend_cpu_set_threads((int)x);
             break;
-        case O_EMU: if (!(rc = num("emulate", optarg, 0, 1e9, &x))) o.emulate = x; break;
+        case O_EMU:
+            if (!(rc = num("emulate", optarg, 0, 1e9, &x)))
+                o.emulate = x;
+            break;
         case O_TIMEOUT:
             if (!(rc = num("timeout", optarg, 0.1, 86400, &x)))
                 o.timeout_ms = (int)(x * 1000.0);
             break;
-        case O_METRICS: o.metrics = optarg; break;
-        case O_STEPLOG: o.step_log = optarg; break;
-        case O_WLOG: o.weight_log = optarg; break;
-        case O_STATS: o.stats = optarg; break;
-        case O_TRACE: o.trace = optarg; break;
-        case O_SAVE: o.save_params = optarg; break;
-        case O_EVERY: if (!(rc = num("eval-every", optarg, 0, 1e9, &x))) o.eval_every = (long)x; break;
-        case O_NOSTASH: o.no_stash = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case O_METRICS:
+            o.metrics = optarg;
+            break;
+        case O_STEPLOG:
+            o.step_log = optarg;
+            break;
+        case O_WLOG:
+            o.weight_log = optarg;
+            break;
+        case O_STATS:
+            o.stats = optarg;
+            break;
+        case O_TRACE:
+            o.trace = optarg;
+            break;
+        case O_SAVE:
+            o.save_params = optarg;
+            break;
+        case O_EVERY:
+            if (!(rc = num("eval-every", optarg, 0, 1e9, &x)))
+                o.eval_every = (long)x;
+            break;
+        case O_NOSTASH:
+            o.no_stash = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (rc)
@@ -162,7 +335,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!plan_path) {
-        hp_error("option '--plan' is required (a plan file from hetpipe plan --out or hetpipe run)");
+        hp_error(
+            "option '--plan' is required (a plan file from hetpipe plan --out or hetpipe run)");
         return 2;
     }
     /* started by hetpipe run --local: die with the launcher */
@@ -181,6 +355,8 @@ int main(int argc, char **argv)
     struct hp_boot *boot = NULL;
     struct hp_comm *comm = NULL;
     struct hp_worker_result res;
+    struct hp_binding *binding = NULL, *mine = NULL;
+    const char *binding_path = getenv("HETPIPE_BINDING");
     char token_hex[33] = {0};
     uint8_t token[HP_MSG_TOKEN_LEN];
 
@@ -225,6 +401,36 @@ int main(int argc, char **argv)
     }
     if (rc)
         goto out;
+    if (getenv("HETPIPE_BIND_ERROR")) {
+        hp_error("%s", getenv("HETPIPE_BIND_ERROR"));
+        rc = -HP_ECONFIG;
+        goto out;
+    }
+    if (binding_path) {
+        /* tasks of a step started by hetpipe launch: the binding file says which rank each
+         * task runs (a hetjob groups tasks by component, not in rank order) */
+        int *rank_of = NULL;
+        if ((rc = hp_binding_load(binding_path, &plan, &binding)))
+            goto out;
+        if (hp_boot_size(boot) != plan.nranks) {
+            hp_error("the step has %d tasks but binding file %s has %d", hp_boot_size(boot),
+                     binding_path, plan.nranks);
+            rc = -HP_ECONFIG;
+            goto out;
+        }
+        rank_of = malloc((size_t)plan.nranks * sizeof(int));
+        if (!rank_of) {
+            rc = -HP_ENOMEM;
+            goto out;
+        }
+        for (int t = 0; t < plan.nranks; t++)
+            rank_of[t] = binding[t].rank;
+        mine = &binding[hp_boot_rank(boot)];
+        rc = hp_boot_set_ranks(boot, rank_of);
+        free(rank_of);
+        if (rc)
+            goto out;
+    }
     rank = hp_boot_rank(boot);
     if (hp_boot_size(boot) != plan.nranks) {
         hp_error("the job has %d ranks but plan %s has %d", hp_boot_size(boot), plan_path,
@@ -232,6 +438,8 @@ int main(int argc, char **argv)
         rc = -HP_ECONFIG;
         goto out;
     }
+    if ((rc = check_placement(&plan, &cl, &db, (int)rank, mine)))
+        goto out;
     rc = hp_comm_create((int)rank, plan.nranks, token, &comm);
     if (!rc)
         rc = hp_boot_wireup(boot, comm, o.timeout_ms);
@@ -242,6 +450,7 @@ int main(int argc, char **argv)
     else
         rc = hp_worker_run(&plan, &cl, &db, model, (int)rank, comm, &o, &res);
 out:
+    free(binding);
     hp_comm_destroy(comm);
     hp_boot_close(boot);
     hp_model_destroy(model);

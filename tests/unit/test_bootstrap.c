@@ -45,7 +45,7 @@ static int blob_ok(const uint8_t *p, size_t n, int r)
 
 /* ---- forked ranks ------------------------------------------------------------------------ */
 
-enum rank_mode { RANK_BLOBS, RANK_WIREUP };
+enum rank_mode { RANK_BLOBS, RANK_WIREUP, RANK_WIREUP_PERMUTED };
 
 /* The blob exchange of rank r: every blob checked. Returns an exit code. */
 static int rank_blobs(struct test_rank *self)
@@ -81,19 +81,36 @@ out:
 }
 
 /* Wire-up through the directory, then a ring: send our rank to r + 1, receive r - 1's. */
-static int rank_wireup(struct test_rank *self)
+static int rank_wireup_as(struct test_rank *self, int permuted)
 {
     const char *dir = self->arg;
-    const int r = self->rank, n = self->n;
+    const int task = self->rank, n = self->n;
+    int r = task;
     struct hp_boot *b = NULL;
     struct hp_comm *comm = NULL;
     struct hp_msg_header h = {
         .type = HP_MSG_CONTROL, .vw = -1, .stage = -1, .minibatch = -1, .clock = -1};
-    int32_t value = r, got = -1;
+    int32_t value, got = -1;
     int code = 0;
 
-    if (hp_boot_local_open(dir, r, n, &b) < 0)
+    if (hp_boot_local_open(dir, task, n, &b) < 0)
         return 10;
+    if (permuted) {
+        /* task t runs rank (n - 1 - t + 1) % n: neither identity nor a plain reversal */
+        int rank_of[TEST_MAX_RANKS];
+        for (int t = 0; t < n; t++)
+            rank_of[t] = (n - t) % n;
+        if (hp_boot_set_ranks(b, rank_of) < 0) {
+            code = 16;
+            goto out;
+        }
+        r = hp_boot_rank(b);
+        if (r != (n - task) % n) {
+            code = 17;
+            goto out;
+        }
+    }
+    value = r;
     if (hp_comm_create(r, n, job_token, &comm) < 0) {
         code = 11;
         goto out;
@@ -123,13 +140,26 @@ out:
     return code;
 }
 
+static int rank_wireup(struct test_rank *self)
+{
+    return rank_wireup_as(self, 0);
+}
+
+static int rank_wireup_permuted(struct test_rank *self)
+{
+    return rank_wireup_as(self, 1);
+}
+
 /* Fork n ranks in `mode` through `dir` and assert every one exits 0. */
 static void run_ranks(enum rank_mode mode, const char *dir, int n)
 {
     int codes[TEST_MAX_RANKS];
 
-    test_ranks_run(n, mode == RANK_BLOBS ? rank_blobs : rank_wireup, (void *)dir, CHILD_ALARM_S,
-                   NULL, 0, NULL, codes);
+    test_ranks_run(n,
+                   mode == RANK_BLOBS    ? rank_blobs
+                   : mode == RANK_WIREUP ? rank_wireup
+                                         : rank_wireup_permuted,
+                   (void *)dir, CHILD_ALARM_S, NULL, 0, NULL, codes);
     for (int r = 0; r < n; r++)
         ck_assert_msg(codes[r] == 0, "rank %d of %d exited with %d", r, n, codes[r]);
 }
@@ -156,6 +186,36 @@ START_TEST(wireup_ring_over_comm)
     const char *dir = test_fresh_dir();
 
     run_ranks(RANK_WIREUP, dir, 3);
+    test_remove_dir(dir);
+}
+END_TEST
+
+/* Tasks that run other ranks than their position (hetpipe launch's binding file): the ring
+ * goes by rank, so every message must reach the task that holds the rank. */
+START_TEST(wireup_with_permuted_ranks)
+{
+    const char *dir = test_fresh_dir();
+
+    run_ranks(RANK_WIREUP_PERMUTED, dir, 4);
+    test_remove_dir(dir);
+}
+END_TEST
+
+START_TEST(set_ranks_refuses_non_permutations)
+{
+    const char *dir = test_fresh_dir();
+    struct hp_boot *b = NULL;
+    const int twice[3] = {0, 1, 1}, range[3] = {0, 3, 1}, negative[3] = {-1, 0, 1};
+    const int good[3] = {2, 0, 1};
+
+    ck_assert_int_eq(hp_boot_local_open(dir, 1, 3, &b), 0);
+    ck_assert_int_eq(hp_boot_set_ranks(b, twice), -HP_EINVAL);
+    ck_assert_int_eq(hp_boot_set_ranks(b, range), -HP_EINVAL);
+    ck_assert_int_eq(hp_boot_set_ranks(b, negative), -HP_EINVAL);
+    ck_assert_int_eq(hp_boot_rank(b), 1); /* refused maps change nothing */
+    ck_assert_int_eq(hp_boot_set_ranks(b, good), 0);
+    ck_assert_int_eq(hp_boot_rank(b), 0);
+    hp_boot_close(b);
     test_remove_dir(dir);
 }
 END_TEST
@@ -405,6 +465,8 @@ Suite *suite_bootstrap(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, four_ranks_exchange_blobs);
     tcase_add_test(t, wireup_ring_over_comm);
+    tcase_add_test(t, wireup_with_permuted_ranks);
+    tcase_add_test(t, set_ranks_refuses_non_permutations);
     tcase_add_test(t, timeout_names_missing_ranks);
     tcase_add_test(t, one_rank_alone);
     tcase_add_test(t, bad_arguments_refused);

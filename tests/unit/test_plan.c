@@ -2,6 +2,7 @@
 #include "suites.h"
 #include "util.h"
 
+#include "binding.h"
 #include "cluster.h"
 #include "cost.h"
 #include "error.h"
@@ -305,6 +306,114 @@ START_TEST(impossible_requests)
 }
 END_TEST
 
+/* Binding files: every rank of a plan once, written and read back; broken ones refused with
+ * the line and the problem. */
+START_TEST(binding_round_trip_and_rejects)
+{
+    struct setup s;
+    struct hp_plan p;
+    struct hp_plan_opts o = {.policy = HP_POLICY_ED, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
+    struct hp_binding *b, *back = NULL;
+    char path[512];
+
+    setup(&s, "paper", "cnn", 32);
+    test_capture_begin();
+    ck_assert_int_eq(hp_plan_compute(&s.cost, &s.cl, &o, &p), 0);
+    test_capture_end();
+    b = calloc((size_t)p.nranks, sizeof(*b));
+    ck_assert_ptr_nonnull(b);
+    /* tasks in reverse rank order, as a hetjob step may order them */
+    for (int v = 0, r = 0; v < p.nvws; v++)
+        for (int st = 0; st < p.vws[v].nstages; st++, r++) {
+            const struct hp_gpu *g = &s.cl.gpus[p.vws[v].stages[st].gpu];
+            struct hp_binding *e = &b[p.nranks - 1 - r];
+            e->task = p.nranks - 1 - r;
+            e->device = g->index;
+            snprintf(e->node, sizeof(e->node), "%s", s.cl.nodes[g->node].name);
+            snprintf(e->role, sizeof(e->role), "vw%d.stage%d", v, st);
+            ck_assert_int_eq(hp_binding_role_rank(&p, e->role), r);
+        }
+    for (int k = 0; k < p.nshards; k++) {
+        const int r = p.nranks - p.nshards + k;
+        struct hp_binding *e = &b[p.nranks - 1 - r];
+        e->task = p.nranks - 1 - r;
+        e->device = -1;
+        snprintf(e->node, sizeof(e->node), "n%d", k);
+        snprintf(e->role, sizeof(e->role), "ps%d", k);
+        ck_assert_int_eq(hp_binding_role_rank(&p, e->role), r);
+    }
+    ck_assert_int_eq(hp_binding_role_rank(&p, "vw99.stage0"), -1);
+    ck_assert_int_eq(hp_binding_role_rank(&p, "ps-1"), -1);
+    ck_assert_int_eq(hp_binding_role_rank(&p, "vw0.stage0x"), -1);
+
+    snprintf(path, sizeof(path), "%s", test_write_file("binding", ""));
+    ck_assert_int_eq(hp_binding_save(path, b, p.nranks), 0);
+    ck_assert_int_eq(hp_binding_load(path, &p, &back), 0);
+    for (int t = 0; t < p.nranks; t++) {
+        ck_assert_int_eq(back[t].task, t);
+        ck_assert_int_eq(back[t].rank, p.nranks - 1 - t);
+        ck_assert_int_eq(back[t].device, b[t].device);
+        ck_assert_str_eq(back[t].node, b[t].node);
+        ck_assert_str_eq(back[t].role, b[t].role);
+    }
+    free(back);
+
+    /* broken files: a role twice, a missing task, a bad device, a foreign role, junk */
+    static const struct {
+        int task, line_fix;
+        const char *role, *device, *expect;
+    } bad[] = {
+        {0, 0, "vw0.stage0", NULL, "is given twice"},
+        {-1, 0, NULL, NULL, "tasks, but the plan"},
+        {0, 0, NULL, "x", "is neither '-' nor"},
+        {0, 0, "vw9.stage0", NULL, "role 'vw9.stage0'"},
+        {0, 1, NULL, NULL, "expected 'TASK NODE DEVICE ROLE'"},
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        struct hp_binding *c = calloc((size_t)p.nranks, sizeof(*c));
+        int n = p.nranks;
+        memcpy(c, b, (size_t)p.nranks * sizeof(*c));
+        if (bad[k].task < 0)
+            n--;
+        if (bad[k].role && strcmp(bad[k].role, "vw0.stage0") == 0)
+            snprintf(c[1].role, sizeof(c[1].role), "%s", c[0].role);
+        else if (bad[k].role)
+            snprintf(c[0].role, sizeof(c[0].role), "%s", bad[k].role);
+        if (bad[k].line_fix)
+            snprintf(c[0].node, sizeof(c[0].node), "only-a-node");
+        ck_assert_int_eq(hp_binding_save(path, c, n), 0);
+        if (bad[k].device || bad[k].line_fix) {
+            /* what hp_binding_save cannot write: edit the first entry's line by hand */
+            FILE *f = fopen(path, "w");
+            ck_assert_ptr_nonnull(f);
+            fprintf(f, "# edited\n");
+            for (int t = 0; t < n; t++) {
+                if (t == 0 && bad[k].device)
+                    fprintf(f, "%d %s %s %s\n", c[t].task, c[t].node, bad[k].device, c[t].role);
+                else if (t == 0)
+                    fprintf(f, "%d %s\n", c[t].task, c[t].node);
+                else if (c[t].device >= 0)
+                    fprintf(f, "%d %s %d %s\n", c[t].task, c[t].node, c[t].device, c[t].role);
+                else
+                    fprintf(f, "%d %s - %s\n", c[t].task, c[t].node, c[t].role);
+            }
+            fclose(f);
+        }
+        back = NULL;
+        test_capture_begin();
+        ck_assert_int_eq(hp_binding_load(path, &p, &back), -HP_ECONFIG);
+        const char *err = test_capture_end();
+        ck_assert_msg(strstr(err, bad[k].expect) != NULL, "case %zu: '%s' lacks '%s'", k, err,
+                      bad[k].expect);
+        ck_assert_ptr_null(back);
+        free(c);
+    }
+    free(b);
+    hp_plan_release(&p);
+    teardown(&s);
+}
+END_TEST
+
 Suite *suite_plan(void)
 {
     Suite *s = suite_create("plan");
@@ -318,6 +427,7 @@ Suite *suite_plan(void)
     tcase_add_loop_test(t, planfile_rejects_inconsistent, 0,
                         (int)(sizeof(edits) / sizeof(edits[0])));
     tcase_add_test(t, impossible_requests);
+    tcase_add_test(t, binding_round_trip_and_rejects);
     suite_add_tcase(s, t);
     return s;
 }
