@@ -1,0 +1,503 @@
+/* spank_hetpipe.c - the SPANK plugin: --hetpipe-* options for sbatch, salloc and srun, checked
+ * at submit time, carried to the tasks as HETPIPE_* environment; and in slurmstepd, each task
+ * bound to the GPU its binding file gives it.
+ *
+ *   required /usr/local/lib/slurm/spank_hetpipe.so [config=PATH] [models=DIR] [max_*=N]
+ *            [policies=a,b] [default_<option>=VALUE]
+ *
+ * Loaded into sbatch/salloc (allocator), srun (local), slurmstepd (remote) and slurmd. In
+ * slurmstepd the plugin never exits, aborts or writes to stdout: it logs with slurm_error()
+ * and returns an error (or, for a task it cannot bind, tells the task why in
+ * HETPIPE_BIND_ERROR). See man/spank_hetpipe.8.
+ */
+#include "jobopts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+#pragma GCC visibility push(default)
+SPANK_PLUGIN(hetpipe, 1);
+#pragma GCC visibility pop
+
+#define VALUE_MAX 1024
+#define LINE_MAX_LEN 512
+#define NODE_MAX 64
+
+static struct hp_joblimits limits;
+/* copies of the plugstack arguments: limits.defaults point into it */
+static char argstore[8192];
+/* the options given, by enum hp_jobopt; value[o] is "" for the flag */
+static char value[HP_JOBOPT_COUNT][VALUE_MAX];
+static int given[HP_JOBOPT_COUNT];
+
+static char optname[HP_JOBOPT_COUNT][SPANK_OPTION_MAXLEN + 1];
+static char usage[HP_JOBOPT_COUNT][2400];
+static struct spank_option opts[HP_JOBOPT_COUNT];
+
+/* Allocator (sbatch, salloc) and local (srun) contexts check the options where the user can
+ * see the error and the job is not yet queued. */
+static int submitting(void)
+{
+    spank_context_t c = spank_context();
+
+    return c == S_CTX_ALLOCATOR || c == S_CTX_LOCAL;
+}
+
+static int option_cb(int val, const char *optarg, int remote)
+{
+    const enum hp_jobopt o = (enum hp_jobopt)val;
+    const char *v = optarg ? optarg : "";
+    char err[2048], what[SPANK_OPTION_MAXLEN + 3];
+
+    if (val < 0 || val >= HP_JOBOPT_COUNT) {
+        slurm_error("spank_hetpipe: option callback for unknown option %d", val);
+        return -1;
+    }
+    if (strlen(v) >= VALUE_MAX) {
+        slurm_error("--%s: the value is longer than %d bytes", optname[o], VALUE_MAX - 1);
+        /* in slurmstepd the option is left out (see below) */
+        return remote ? 0 : -1;
+    }
+    snprintf(what, sizeof(what), "--hetpipe-%s", hp_jobopts[o].name);
+    if (hp_jobopt_check(o, what, optarg, &limits, !remote && submitting(), err, sizeof(err))) {
+        slurm_error("%s", err);
+        /* slurmstepd: srun or sbatch checked it; a value that does not pass here (it came
+         * some other way) is left out rather than failing the step */
+        return remote ? 0 : -1;
+    }
+    snprintf(value[o], sizeof(value[o]), "%s", hp_jobopts[o].arginfo ? v : "");
+    given[o] = 1;
+    return 0;
+}
+
+/* hetpipe's own defaults, for the usage texts; the site's (default_*) replace them. */
+static const char *const builtin_default[HP_JOBOPT_COUNT] = {
+    [HP_JOBOPT_POLICY] = "auto",      [HP_JOBOPT_PLACEMENT] = "default",
+    [HP_JOBOPT_STALENESS] = "0",      [HP_JOBOPT_NM] = "auto",
+    [HP_JOBOPT_MODEL] = "none",       [HP_JOBOPT_BATCH] = "hetpipe's",
+    [HP_JOBOPT_EPOCHS] = "hetpipe's", [HP_JOBOPT_DRY_RUN] = "off",
+};
+
+/* Build the option table, with usage texts that give the allowed values and the default. */
+static void build_options(void)
+{
+    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
+        char allowed[1200], dflt[VALUE_MAX + 32];
+        const int flag = !hp_jobopts[o].arginfo;
+
+        snprintf(optname[o], sizeof(optname[o]), "hetpipe-%s", hp_jobopts[o].name);
+        hp_jobopt_allowed((enum hp_jobopt)o, &limits, allowed, sizeof(allowed));
+        if (limits.defaults[o])
+            snprintf(dflt, sizeof(dflt), "%s, the site's", flag ? "on" : limits.defaults[o]);
+        else
+            snprintf(dflt, sizeof(dflt), "%s", builtin_default[o]);
+        if (flag)
+            snprintf(usage[o], sizeof(usage[o]), "%s (default: %s)", hp_jobopts[o].help, dflt);
+        else
+            snprintf(usage[o], sizeof(usage[o]), "%s: %s (default: %s)", hp_jobopts[o].help,
+                     allowed, dflt);
+        opts[o] = (struct spank_option){
+            .name = optname[o],
+            .arginfo = (char *)hp_jobopts[o].arginfo,
+            .usage = usage[o],
+            .has_arg = flag ? 0 : 1,
+            .val = o,
+            .cb = option_cb,
+        };
+    }
+}
+
+/* Parse the plugstack.conf arguments into limits; a bad one is logged and ignored. */
+static void parse_args(int ac, char **av)
+{
+    size_t used = 0;
+    char err[2048];
+
+    hp_joblimits_init(&limits);
+    for (int i = 0; i < ac; i++) {
+        size_t len = strlen(av[i]);
+        if (used + len + 1 > sizeof(argstore)) {
+            slurm_error("spank_hetpipe: plugstack.conf argument '%s': the arguments exceed %zu "
+                        "bytes; ignored",
+                        av[i], sizeof(argstore));
+            continue;
+        }
+        char *copy = memcpy(argstore + used, av[i], len + 1);
+        if (hp_joblimits_arg(&limits, copy, err, sizeof(err)))
+            slurm_error("spank_hetpipe: plugstack.conf argument %s; ignored", err);
+        else
+            used += len + 1;
+    }
+    /* a default checked before a later limit or models= may no longer pass */
+    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
+        char what[64];
+        snprintf(what, sizeof(what), "default_%s", hp_jobopts[o].name);
+        if (limits.defaults[o] && hp_jobopt_check((enum hp_jobopt)o, what, limits.defaults[o],
+                                                  &limits, 0, err, sizeof(err))) {
+            slurm_error("spank_hetpipe: plugstack.conf argument %s (checked against all "
+                        "the arguments); ignored",
+                        err);
+            limits.defaults[o] = NULL;
+        }
+    }
+}
+
+EXPORT int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    spank_context_t c = spank_context();
+
+    memset(given, 0, sizeof(given));
+    parse_args(ac, av);
+    build_options();
+    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
+        spank_err_t rc = spank_option_register(sp, &opts[o]);
+        if (rc != ESPANK_SUCCESS &&
+            (c == S_CTX_ALLOCATOR || c == S_CTX_LOCAL || c == S_CTX_REMOTE)) {
+            slurm_error("spank_hetpipe: cannot register --%s: %s", optname[o], spank_strerror(rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    char err[2048];
+    int rc = 0;
+
+    if (!submitting())
+        return 0;
+    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
+        char what[SPANK_OPTION_MAXLEN + 3];
+        snprintf(what, sizeof(what), "--hetpipe-%s", hp_jobopts[o].name);
+        if (given[o] &&
+            hp_jobopt_check((enum hp_jobopt)o, what, value[o], &limits, 1, err, sizeof(err))) {
+            slurm_error("%s", err);
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+static int setenv_logged(spank_t sp, const char *var, const char *val, int overwrite)
+{
+    spank_err_t rc = spank_setenv(sp, var, val, overwrite);
+
+    if (rc == ESPANK_SUCCESS || (rc == ESPANK_ENV_EXISTS && !overwrite))
+        return 0;
+    slurm_error("spank_hetpipe: cannot set %s=%s: %s", var, val, spank_strerror(rc));
+    return -1;
+}
+
+/* slurmstepd, once per step and node: the options (else the site's defaults, unless the job
+ * brings its own value) become the job's environment. */
+EXPORT int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+    int rc = 0;
+
+    if (spank_remote(sp) != 1)
+        return 0;
+    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
+        const int is_flag = !hp_jobopts[o].arginfo;
+        if (given[o])
+            rc |= setenv_logged(sp, hp_jobopts[o].env, is_flag ? "1" : value[o], 1);
+        else if (limits.defaults[o])
+            rc |= setenv_logged(sp, hp_jobopts[o].env, is_flag ? "1" : limits.defaults[o], 0);
+    }
+    if (limits.config_given)
+        rc |= setenv_logged(sp, "HETPIPE_CONF", limits.config, 0);
+    return rc ? -1 : 0;
+}
+
+/* ---- binding ---------------------------------------------------------------------------- */
+
+/* Strict decimal 0..max, or -1. */
+static long parse_index(const char *s, long max)
+{
+    long v = 0;
+
+    if (!*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (max - (*s - '0')) / 10)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+/* Position of index dev in a comma-separated list of indices ("0,1,3"), or -1. */
+static int list_pos(const char *list, long dev)
+{
+    int pos = 0;
+
+    for (const char *p = list; *p; pos++) {
+        char tok[32];
+        size_t len = strcspn(p, ",");
+        if (len < sizeof(tok)) {
+            memcpy(tok, p, len);
+            tok[len] = '\0';
+            if (parse_index(tok, 1L << 30) == dev)
+                return pos;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return -1;
+}
+
+/* Entry pos of a comma-separated list into buf, or -1. */
+static int list_entry(const char *list, int pos, char *buf, size_t n)
+{
+    const char *p = list;
+
+    for (int i = 0; i < pos && p; i++) {
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    if (!p)
+        return -1;
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= n)
+        return -1;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    return 0;
+}
+
+/* One line of f into buf (size n, without the newline): 1, 0 at the end of the file, -2 for
+ * a line longer than n - 1, -3 for a NUL byte in it. */
+static int read_line(FILE *f, char *buf, size_t n)
+{
+    size_t len = 0;
+    int c;
+
+    while ((c = getc(f)) != EOF && c != '\n') {
+        if (c == '\0')
+            return -3;
+        if (len + 1 >= n)
+            return -2;
+        buf[len++] = (char)c;
+    }
+    buf[len] = '\0';
+    return c == EOF && len == 0 ? 0 : 1;
+}
+
+struct bind_entry {
+    char node[NODE_MAX];
+    char device[16]; /* "-" or an index */
+    long dev;        /* -1 for "-" */
+};
+
+/* Find task's line in the binding file at path. 0, or -1 with why (size n). Every line is
+ * checked, so a damaged file is refused even when the task's own line looks right. */
+static int binding_find(const char *path, unsigned task, struct bind_entry *e, char *why, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    char line[LINE_MAX_LEN];
+    struct stat st;
+    int lineno = 0, found = 0, rc = 0, got;
+    FILE *f;
+
+    if (fd < 0) {
+        snprintf(why, n, "cannot open it: %s", strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, n, "it is not a regular file");
+        close(fd);
+        return -1;
+    }
+    f = fdopen(fd, "r");
+    if (!f) {
+        snprintf(why, n, "cannot read it: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    while ((got = read_line(f, line, sizeof(line))) != 0) {
+        char *tok[5], *save = NULL;
+        int nt = 0;
+        long t, d = -1;
+
+        lineno++;
+        if (got < 0) {
+            if (got == -2)
+                snprintf(why, n, "line %d is longer than %d bytes", lineno, LINE_MAX_LEN - 1);
+            else
+                snprintf(why, n, "line %d contains a NUL byte (not a binding file?)", lineno);
+            rc = -1;
+            break;
+        }
+        for (char *p = strtok_r(line, " \t\r\n", &save); p && nt < 5;
+             p = strtok_r(NULL, " \t\r\n", &save))
+            tok[nt++] = p;
+        if (nt == 0 || tok[0][0] == '#')
+            continue;
+        if (nt != 4) {
+            snprintf(why, n, "line %d: expected 'TASK NODE DEVICE ROLE'", lineno);
+            rc = -1;
+            break;
+        }
+        t = parse_index(tok[0], 1L << 30);
+        if (strcmp(tok[2], "-") != 0)
+            d = parse_index(tok[2], 4095);
+        if (t < 0 || (d < 0 && strcmp(tok[2], "-") != 0) || strlen(tok[1]) >= NODE_MAX) {
+            snprintf(why, n,
+                     "line %d: expected 'TASK NODE DEVICE ROLE' (TASK an integer, NODE up to "
+                     "%d characters, DEVICE '-' or an index 0..4095)",
+                     lineno, NODE_MAX - 1);
+            rc = -1;
+            break;
+        }
+        if (t != (long)task)
+            continue;
+        if (found++) {
+            snprintf(why, n, "line %d: task %u is given a second time", lineno, task);
+            rc = -1;
+            break;
+        }
+        snprintf(e->node, sizeof(e->node), "%s", tok[1]);
+        snprintf(e->device, sizeof(e->device), "%s", tok[2]);
+        e->dev = d;
+    }
+    if (!rc && ferror(f)) {
+        snprintf(why, n, "cannot read it: %s", strerror(errno));
+        rc = -1;
+    }
+    fclose(f);
+    if (!rc && !found) {
+        snprintf(why, n, "it has no line for this task");
+        rc = -1;
+    }
+    return rc;
+}
+
+/* The job's variable var into buf (size n); "" when unset. 0, or -1 (logged) on another
+ * failure. */
+static int getenv_opt(spank_t sp, const char *var, char *buf, int n)
+{
+    spank_err_t rc = spank_getenv(sp, var, buf, n);
+
+    if (rc == ESPANK_SUCCESS)
+        return 0;
+    buf[0] = '\0';
+    if (rc == ESPANK_ENV_NOEXIST)
+        return 0;
+    slurm_error("spank_hetpipe: cannot read %s: %s", var, spank_strerror(rc));
+    return -1;
+}
+
+static int bind_fail(spank_t sp, const char *msg)
+{
+    slurm_error("%s", msg);
+    if (spank_unsetenv(sp, "HETPIPE_BOUND") != ESPANK_SUCCESS)
+        slurm_error("spank_hetpipe: cannot unset HETPIPE_BOUND");
+    setenv_logged(sp, "HETPIPE_BIND_ERROR", msg, 1);
+    return 0;
+}
+
+/* slurmstepd, in each task as the user, before exec: with HETPIPE_BINDING set, bind the task
+ * to the GPU its line in the binding file names (or to none for a '-'), after checking that
+ * the task runs on the planned node and that the step has that GPU there. A failure is put
+ * in HETPIPE_BIND_ERROR for hetpipe-rank to report; the task still starts. */
+EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    char path[4096], node[NODE_MAX] = "", step[1024], cvd[1024], why[1024], msg[8192];
+    char dev[64], procid[32];
+    struct bind_entry e = {0};
+    uint32_t task = 0;
+    spank_err_t rc;
+
+    if (spank_remote(sp) != 1)
+        return 0;
+    rc = spank_getenv(sp, "HETPIPE_BINDING", path, sizeof(path));
+    if (rc == ESPANK_ENV_NOEXIST)
+        return 0;
+    if (rc != ESPANK_SUCCESS) {
+        snprintf(msg, sizeof(msg), "spank_hetpipe: cannot read HETPIPE_BINDING: %s",
+                 spank_strerror(rc));
+        return bind_fail(sp, msg);
+    }
+    /* The binding's TASK is SLURM_PROCID. In a heterogeneous step S_TASK_GLOBAL_ID counts
+     * from 0 in each component while SLURM_PROCID runs on across them, so that comes first. */
+    rc = spank_get_item(sp, S_TASK_GLOBAL_ID, &task);
+    if (rc != ESPANK_SUCCESS) {
+        snprintf(msg, sizeof(msg), "spank_hetpipe: binding file %s: cannot get the task id: %s",
+                 path, spank_strerror(rc));
+        return bind_fail(sp, msg);
+    }
+    if (getenv_opt(sp, "SLURM_PROCID", procid, sizeof(procid)) == 0 && procid[0]) {
+        long p = parse_index(procid, 1L << 30);
+        if (p < 0) {
+            snprintf(msg, sizeof(msg),
+                     "spank_hetpipe: binding file %s: SLURM_PROCID '%s' is not a task id", path,
+                     procid);
+            return bind_fail(sp, msg);
+        }
+        task = (uint32_t)p;
+    }
+    if (getenv_opt(sp, "SLURMD_NODENAME", node, sizeof(node)) || !node[0]) {
+        if (gethostname(node, sizeof(node)) != 0)
+            snprintf(node, sizeof(node), "?");
+        node[sizeof(node) - 1] = '\0';
+    }
+    if (getenv_opt(sp, "SLURM_STEP_GPUS", step, sizeof(step)) ||
+        getenv_opt(sp, "CUDA_VISIBLE_DEVICES", cvd, sizeof(cvd))) {
+        snprintf(msg, sizeof(msg),
+                 "spank_hetpipe: binding file %s, task %u: cannot read the step's GPUs", path,
+                 task);
+        return bind_fail(sp, msg);
+    }
+    if (binding_find(path, task, &e, why, sizeof(why))) {
+        snprintf(msg, sizeof(msg),
+                 "spank_hetpipe: binding file %s, task %u: %s (the task runs on %s, where the "
+                 "step has %s%s)",
+                 path, task, why, node, step[0] ? "GPU(s) " : "no GPUs", step);
+        return bind_fail(sp, msg);
+    }
+    if (strcmp(e.node, node) != 0) {
+        snprintf(msg, sizeof(msg),
+                 "spank_hetpipe: binding file %s: task %u is planned on node %s (GPU %s), but "
+                 "the step runs it on %s (with %s%s there): the step's task layout does not "
+                 "match the plan",
+                 path, task, e.node, e.device, node, step[0] ? "GPU(s) " : "no GPUs", step);
+        return bind_fail(sp, msg);
+    }
+    if (e.dev < 0) {
+        /* a parameter-server task: no GPU */
+        if (setenv_logged(sp, "CUDA_VISIBLE_DEVICES", "", 1) ||
+            setenv_logged(sp, "HETPIPE_BOUND", "1", 1))
+            return 0;
+        if (spank_unsetenv(sp, "HETPIPE_BIND_ERROR") != ESPANK_SUCCESS)
+            slurm_error("spank_hetpipe: cannot unset HETPIPE_BIND_ERROR");
+        return 0;
+    }
+    const int pos = step[0] ? list_pos(step, e.dev) : -1;
+    if (pos < 0) {
+        snprintf(msg, sizeof(msg),
+                 "spank_hetpipe: binding file %s: task %u is planned on GPU %s of %s, but the "
+                 "step has %s%s there: ask Slurm for that GPU (--gres, --gpus-per-node) or plan "
+                 "inside this allocation",
+                 path, task, e.device, node, step[0] ? "GPU(s) " : "no GPUs",
+                 step[0] ? step : " (SLURM_STEP_GPUS is unset)");
+        return bind_fail(sp, msg);
+    }
+    if (!cvd[0] || list_entry(cvd, pos, dev, sizeof(dev)))
+        snprintf(dev, sizeof(dev), "%s", e.device);
+    if (setenv_logged(sp, "CUDA_VISIBLE_DEVICES", dev, 1) ||
+        setenv_logged(sp, "HETPIPE_GPU", e.device, 1) || setenv_logged(sp, "HETPIPE_BOUND", "1", 1))
+        return 0;
+    if (spank_unsetenv(sp, "HETPIPE_BIND_ERROR") != ESPANK_SUCCESS)
+        slurm_error("spank_hetpipe: cannot unset HETPIPE_BIND_ERROR");
+    return 0;
+}
