@@ -53,21 +53,24 @@ UCX_CFLAGS      := $(shell pkg-config --cflags ucx 2>/dev/null)
 UCX_LIBS        := $(or $(shell pkg-config --libs ucx 2>/dev/null),-lucp -lucs)
 PMIX_CFLAGS     := $(shell pkg-config --cflags pmix 2>/dev/null)
 PMIX_LIBS       := $(or $(shell pkg-config --libs pmix 2>/dev/null),-lpmix)
+# libslurm (no pkg-config file in Debian): typed-GPU discovery for hetpipe launch
+HP_SLURM   ?= $(if $(wildcard /usr/include/slurm/slurm.h),1,0)
+SLURM_LIBS := $(if $(filter 1,$(HP_SLURM)),-lslurm,)
 CHECK_CFLAGS    := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS      := $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lm -lrt -lpthread)
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 HP_CFLAGS := -std=c11 -D_GNU_SOURCE -O3 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
              -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS) -DHP_HAVE_CUDA=$(HAVE_CUDA) \
-             -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
+             -DHP_HAVE_SLURM=$(HP_SLURM) -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
 HP_LDFLAGS := $(SANFLAGS)
-HP_LIBS    := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -liniparser -lz -lm -lpthread
+HP_LIBS    := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) $(SLURM_LIBS) -liniparser -lz -lm -lpthread
 
 COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c common/jobopts.c
 RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
                 runtime/net.c runtime/data.c runtime/train.c runtime/comm.c runtime/pipeline.c runtime/bootstrap.c runtime/ps.c runtime/allreduce.c runtime/binding.c \
                 launcher/cost.c launcher/partition.c launcher/plan.c launcher/planfile.c launcher/cluster.c \
-                launcher/profile.c
+                launcher/profile.c launcher/slurm.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
 
 ifeq ($(HAVE_CUDA),1)
@@ -87,7 +90,7 @@ endif
 LIB_OBJS := $(COMMON_SRCS:%.c=$(BUILD)/%.o) $(RUNTIME_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 LIB      := $(BUILD)/libhetpipe.a
 
-LAUNCHER_SRCS := launcher/hetpipe.c
+LAUNCHER_SRCS := launcher/hetpipe.c launcher/launch.c
 HETPIPE       := $(BUILD)/hetpipe
 HETPIPE_RANK  := $(BUILD)/hetpipe-rank
 
@@ -110,6 +113,7 @@ features:
 	@echo "hetpipe: features: cpu backend (OpenBLAS): yes"
 	@echo "hetpipe: features: cuda backend (cuBLAS, cuDNN): $(if $(filter 1,$(HAVE_CUDA)),yes ($(NVCC); sm_$(CUDA_ARCHS)),no (HP_CUDA=$(HP_CUDA)$(if $(NVCC),, and nvcc not found)))"
 	@echo "hetpipe: features: sanitizer: $(or $(SANITIZER),none)"
+	@echo "hetpipe: features: Slurm discovery (libslurm): $(if $(filter 1,$(HP_SLURM)),yes,no (/usr/include/slurm/slurm.h not found: install libslurm-dev))"
 	@echo "hetpipe: features: SPANK plugin: $(if $(filter 1,$(HAVE_SPANK)),yes ($(SPANK_H)),no ($(SPANK_HEADER) not found: install libslurm-dev))"
 
 $(BUILD)/%.o: %.c
@@ -124,7 +128,7 @@ $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(HETPIPE): $(BUILD)/launcher/hetpipe.o $(LIB)
+$(HETPIPE): $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
 
 $(HETPIPE_RANK): $(BUILD)/runtime/rank.o $(LIB)

@@ -7,6 +7,7 @@
  * Later subcommands (plan, run, launch, profile, doctor) are added here.
  */
 #include "backend.h"
+#include "cli.h"
 #include "clock.h"
 #include "cluster.h"
 #include "cost.h"
@@ -47,6 +48,7 @@ static void usage(FILE *f)
                "  plan     plan virtual workers, stages and parameter placement for a cluster\n"
                "  profile  measure every unit's forward/backward time and memory on this device\n"
                "  run      run a job: --local forks its ranks here, emulating the GPU types\n"
+               "  launch   inside a Slurm allocation: discover its GPUs, plan, srun the ranks\n"
                "  version  print the version\n"
                "\n"
                "'hetpipe <command> --help' shows a command's options.\n");
@@ -725,6 +727,34 @@ done:
     return rc ? 1 : 0;
 }
 
+int hp_cmd_plan(int argc, char **argv)
+{
+    optind = 0;
+    return cmd_plan(argc, argv);
+}
+
+int hp_rank_binary(const char *cmd, char *buf, size_t n)
+{
+    const char *env = getenv("HETPIPE_RANK_BIN");
+    ssize_t len = readlink("/proc/self/exe", buf, n > 16 ? n - 16 : 0);
+
+    if (env && *env)
+        snprintf(buf, n, "%s", env);
+    else if (len > 0) {
+        buf[len] = 0;
+        char *slash = strrchr(buf, '/');
+        strcpy(slash ? slash + 1 : buf, "hetpipe-rank");
+    } else
+        snprintf(buf, n, "hetpipe-rank");
+    if (access(buf, X_OK) != 0) {
+        hp_error("%s: cannot execute the rank program '%s' (build it with make, or set "
+                 "HETPIPE_RANK_BIN)",
+                 cmd, buf);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- run --local ---------------------------------------------------------------------- */
 
 static void run_usage(FILE *f)
@@ -917,24 +947,8 @@ static int cmd_run(int argc, char **argv)
             return 1;
         config = confpath;
     }
-    /* the rank binary: next to this one */
-    {
-        const char *env = getenv("HETPIPE_RANK_BIN");
-        ssize_t n = readlink("/proc/self/exe", rank_bin, sizeof(rank_bin) - 16);
-        if (env)
-            snprintf(rank_bin, sizeof(rank_bin), "%s", env);
-        else if (n > 0) {
-            rank_bin[n] = 0;
-            char *slash = strrchr(rank_bin, '/');
-            strcpy(slash ? slash + 1 : rank_bin, "hetpipe-rank");
-        }
-        if (access(rank_bin, X_OK) != 0) {
-            hp_error("run: cannot execute the rank program '%s' (build it with make, or set "
-                     "HETPIPE_RANK_BIN)",
-                     rank_bin);
-            return 1;
-        }
-    }
+    if (hp_rank_binary("run", rank_bin, sizeof(rank_bin)))
+        return 1;
     /* the private run directory */
     if (run_dir) {
         snprintf(dir, sizeof(dir), "%s", run_dir);
@@ -1340,7 +1354,10 @@ int main(int argc, char **argv)
         return cmd_profile(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 1, argv + 1);
-    hp_error("unknown command '%s' (allowed: train, model, time, plan, profile, run, version; see "
+    if (strcmp(cmd, "launch") == 0)
+        return hp_cmd_launch(argc - 1, argv + 1);
+    hp_error("unknown command '%s' (allowed: train, model, time, plan, profile, run, launch, "
+             "version; see "
              "hetpipe --help)",
              cmd);
     return 2;

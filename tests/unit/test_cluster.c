@@ -5,6 +5,7 @@
 #include "cluster.h"
 #include "error.h"
 #include "gpudb.h"
+#include "slurm.h"
 
 #include <check.h>
 #include <glob.h>
@@ -359,6 +360,85 @@ START_TEST(cluster_make)
 }
 END_TEST
 
+/* Slurm's per-node GRES detail strings, as slurm_load_job(SHOW_DETAIL) gives them. */
+static const struct {
+    const char *detail, *expect; /* expect: "type:idx ..." or "!" + a piece of the error */
+} gres_cases[] = {
+    {"gpu:titanv:2(IDX:0-1)", "titanv:0 titanv:1"},
+    {"gpu:titanv:4(IDX:0-3)", "titanv:0 titanv:1 titanv:2 titanv:3"},
+    {"gpu:p4000:3(IDX:0,2-3)", "p4000:0 p4000:2 p4000:3"},
+    {"gpu:titanv:1(IDX:3),gpu:p4000:2(IDX:0-1)", "p4000:0 p4000:1 titanv:3"},
+    {"mps:100(0),gpu:rtx2060:1(IDX:2)", "rtx2060:2"},
+    {"gpu:titanv(IDX:1)", "titanv:1"},
+    {"gpu:titanv:0(IDX:N/A)", ""},
+    {"", ""},
+    {"gpu:2(IDX:0-1)", "!has no GPU type"},
+    {"gpu:(null):2(IDX:0-1)", "!has no GPU type"},
+    {"gpu:titanv:2", "!lacks its device indices"},
+    {"gpu:titanv:2(IDX:0)", "!does not have COUNT"},
+    {"gpu:titanv:2(IDX:1-0)", "!is not N, N-M"},
+    {"gpu:titanv:2(IDX:0,)", "!is not N, N-M"},
+    {"gpu:titanv:x(IDX:0)", "!count 'x'"},
+    {"gpu:titanv:1(IDX:0),gpu:p4000:1(IDX:0)", "!appears twice"},
+    {"gpu:titanv:2(IDX:0-1", "!lacks its device indices"},
+};
+
+START_TEST(gres_detail)
+{
+    struct hp_alloc_node n = {.name = "node7"};
+    char err[512] = "", got[512] = "";
+    const char *want = gres_cases[_i].expect;
+    int rc = hp_gres_detail_parse(gres_cases[_i].detail, &n, err, sizeof(err));
+
+    if (want[0] == '!') {
+        ck_assert_int_eq(rc, -1);
+        ck_assert_msg(strstr(err, want + 1) && strstr(err, "node7"), "'%s': error '%s'",
+                      gres_cases[_i].detail, err);
+        return;
+    }
+    ck_assert_msg(rc == 0, "'%s': %s", gres_cases[_i].detail, err);
+    for (int g = 0; g < n.ngpus; g++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s:%d", g ? " " : "",
+                 n.gpus[g].type, n.gpus[g].index);
+    ck_assert_str_eq(got, want);
+}
+END_TEST
+
+/* An allocation written as a cluster file loads back with its types and device indices. */
+START_TEST(alloc_as_cluster)
+{
+    struct hp_gpudb db;
+    struct hp_cluster cl;
+    struct hp_alloc a = {.jobid = 42, .hetjob = 1, .ncomponents = 2, .nnodes = 2};
+    struct hp_alloc_node nodes[2] = {{.name = "node3", .component = 0},
+                                     {.name = "node1", .component = 1}};
+    char err[256];
+    const char *path = test_write_file("alloc.ini", "");
+
+    ck_assert_int_eq(hp_gres_detail_parse("gpu:rtx2060:2(IDX:1,3)", &nodes[0], err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(
+        hp_gres_detail_parse("gpu:titanv:1(IDX:2),gpu:p4000:1(IDX:0)", &nodes[1], err, sizeof(err)),
+        0);
+    a.nodes = nodes;
+    ck_assert_int_eq(hp_alloc_write_cluster(&a, "job42", path), 0);
+    load_site(&db);
+    ck_assert_int_eq(hp_cluster_load(path, &db, &cl), 0);
+    ck_assert_int_eq(cl.nnodes, 2);
+    ck_assert_int_eq(cl.ngpus, 4);
+    ck_assert_str_eq(cl.nodes[0].name, "node3");
+    ck_assert_str_eq(cl.nodes[1].name, "node1");
+    const int idx[4] = {1, 3, 0, 2};
+    const char *types[4] = {"rtx2060", "rtx2060", "p4000", "titanv"};
+    for (int g = 0; g < 4; g++) {
+        ck_assert_int_eq(cl.gpus[g].index, idx[g]);
+        ck_assert_str_eq(db.types[cl.gpus[g].type].name, types[g]);
+    }
+    hp_cluster_release(&cl);
+    hp_gpudb_release(&db);
+}
+END_TEST
+
 Suite *suite_cluster(void)
 {
     Suite *s = suite_create("cluster");
@@ -374,6 +454,8 @@ Suite *suite_cluster(void)
     tcase_add_loop_test(t, bad_cluster_files, 0,
                         (int)(sizeof(bad_clusters) / sizeof(bad_clusters[0])));
     tcase_add_test(t, cluster_make);
+    tcase_add_loop_test(t, gres_detail, 0, (int)(sizeof(gres_cases) / sizeof(gres_cases[0])));
+    tcase_add_test(t, alloc_as_cluster);
     suite_add_tcase(s, t);
     return s;
 }
