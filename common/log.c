@@ -11,6 +11,8 @@
 static int level_set, quiet;
 static enum hp_log_level threshold = HP_LOG_INFO;
 static char prefix[64] = "hetpipe";
+static char *capture;
+static size_t capture_len;
 
 static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
@@ -38,6 +40,14 @@ void hp_log_set_quiet(int on)
     quiet = on;
 }
 
+void hp_log_capture(char *buf, size_t n)
+{
+    capture = n > 0 ? buf : NULL;
+    capture_len = n;
+    if (capture)
+        capture[0] = '\0';
+}
+
 void hp_log_set_prefix(const char *p)
 {
     snprintf(prefix, sizeof(prefix), "%s", p);
@@ -53,6 +63,14 @@ void hp_log(enum hp_log_level level, const char *fmt, ...)
         if (hp_log_parse_level(getenv("HETPIPE_LOG"), &env) == 0)
             threshold = env;
         level_set = 1;
+    }
+    if (capture) {
+        if (level == HP_LOG_ERROR && capture[0] == '\0') {
+            va_start(ap, fmt);
+            vsnprintf(capture, capture_len, fmt, ap);
+            va_end(ap);
+        }
+        return;
     }
     if (level > threshold || quiet)
         return;

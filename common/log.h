@@ -8,6 +8,8 @@
 #ifndef HP_LOG_H
 #define HP_LOG_H
 
+#include <stddef.h>
+
 enum hp_log_level {
     HP_LOG_ERROR = 0,
     HP_LOG_WARN = 1,
@@ -26,6 +28,11 @@ void hp_log_set_prefix(const char *prefix);
 
 /* While on, drop every message (a search that tries what may fail, and reports once). */
 void hp_log_set_quiet(int on);
+
+/* While `buf` is not NULL, nothing is printed: the first error message is kept in buf (size n;
+ * "" when none), the rest dropped, for a caller that reports a failure in its own words
+ * (hetpipe doctor). The caller owns buf; hp_log_capture(NULL, 0) ends the capture. */
+void hp_log_capture(char *buf, size_t n);
 
 void hp_log(enum hp_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
