@@ -457,7 +457,9 @@ out:
     hp_plan_release(&plan);
     hp_cluster_release(&cl);
     hp_gpudb_release(&db);
-    if (rc && rc != -HP_EINVAL)
+    if (rc && rc != -HP_EINVAL && rank >= 0)
         hp_error("rank %ld failed: %s", rank, hp_strerror(rc));
+    else if (rc && rc != -HP_EINVAL)
+        hp_error("hetpipe-rank failed before it knew its rank: %s", hp_strerror(rc));
     return rc ? 1 : 0;
 }

@@ -1,0 +1,245 @@
+#!/usr/bin/env bats
+# hetpipe launch and the jobs/ scripts under a real Slurm: a four-node cluster of its own
+# (tests/slurm/cluster.sh: node1..node4 with four GPUs each of titanv, titanrtx, rtx2060,
+# p4000) with the SPANK plugin loaded; real sbatch, salloc, srun --mpi=pmix and scancel.
+# Training jobs run CPU ranks (no GPU here); the GPU binding is still Slurm's real GRES
+# bookkeeping. Skipped unless root with Slurm and munge installed and the plugin built.
+
+cluster_unavailable() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "a Slurm test cluster needs root"
+        return
+    fi
+    for b in slurmctld slurmd srun sbatch salloc scancel munged; do
+        if ! command -v "$b" > /dev/null 2>&1; then
+            echo "'$b' not installed (sh tests/deps.sh)"
+            return
+        fi
+    done
+    if [ ! -f "$ROOT/build/spank_hetpipe.so" ]; then
+        echo "build/spank_hetpipe.so not built (make; needs libslurm-dev)"
+    fi
+}
+
+setup_file() {
+    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    export ROOT
+    SKIP_REASON=$(cluster_unavailable)
+    export SKIP_REASON
+    [ -z "$SKIP_REASON" ] || return 0
+    HETPIPE=${HETPIPE:-$ROOT/build/hetpipe}
+    case $HETPIPE in /*) ;; *) HETPIPE="$ROOT/$HETPIPE" ;; esac
+    export HETPIPE
+    export HP_SLURM_DIR="$BATS_FILE_TMPDIR/slurm"
+    export HP_SLURM_PORT=${HP_SLURM_LAUNCH_PORT:-46817}
+    export SLURM_CONF="$HP_SLURM_DIR/slurm.conf"
+    unset HP_SLURM_PLUGSTACK # cluster.sh's default: this checkout's plugin
+    run sh "$ROOT/tests/slurm/cluster.sh" start
+    echo "$output"
+    [ "$status" -eq 0 ]
+    echo "# slurm: $(echo "$output" | grep 'idle nodes in')" >&3
+    # the site config the jobs use, whatever directory they run in
+    export HETPIPE_CONF="$ROOT/etc/hetpipe.conf"
+    export OPENBLAS_NUM_THREADS=1
+}
+
+teardown_file() {
+    if [ -n "${HP_SLURM_DIR:-}" ] && [ -f "$HP_SLURM_DIR/slurm.conf" ]; then
+        sh "$ROOT/tests/slurm/cluster.sh" stop
+    fi
+    return 0
+}
+
+setup() {
+    [ -z "$SKIP_REASON" ] || skip "$SKIP_REASON"
+    cd "$BATS_TEST_TMPDIR" || return 1
+    # the previous test's jobs are gone (MinJobAge keeps finished ones listed a while)
+    local i=0
+    while [ -n "$(squeue -h -t PD,R,CG)" ] && [ $i -lt 150 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
+# submit ARGS...: sbatch --wait from this test's directory; sets $job and $out (the job's
+# output file); $status and $output are sbatch's
+submit() {
+    run timeout 600 sbatch --wait -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" "$@"
+    echo "$output"
+    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
+    out="$BATS_TEST_TMPDIR/job-$job.out"
+    [ -n "$job" ] && [ -f "$out" ] && cat "$out"
+}
+
+# plan_rows FILE: the stage rows of the plan table, "node type" per line
+plan_rows() {
+    awk '/^VW [0-9]+:/ { in_vw = 1; next } in_vw && $1 ~ /^[0-9]+$/ && NF >= 8 { print $2, $4 }
+         /^$/ { in_vw = 0 }' "$1"
+}
+
+# type_of NODE: the GPU type cluster.sh gives it
+type_of() {
+    case $1 in
+    node1) echo titanv ;;
+    node2) echo titanrtx ;;
+    node3) echo rtx2060 ;;
+    node4) echo p4000 ;;
+    *) echo "?" ;;
+    esac
+}
+
+@test "the job scripts are shellcheck-clean" {
+    command -v shellcheck > /dev/null 2>&1 || skip "shellcheck not installed (sh tests/deps.sh)"
+    [ "$(ls "$ROOT"/jobs/*.sbatch | wc -l)" -ge 3 ]
+    run shellcheck "$ROOT"/jobs/*.sbatch
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "sbatch -N4 --gpus-per-node=1 --hetpipe-policy=ed --hetpipe-placement=local trains the CNN to >= 85%" {
+    submit -N4 --gpus-per-node=1 --hetpipe-policy=ed --hetpipe-placement=local \
+        "$ROOT/jobs/cnn-ed-local.sbatch"
+    [ "$status" -eq 0 ]
+    grep -q "policy ed," "$out"
+    grep -q "placement local," "$out"
+    # one VW over the four nodes, each stage on its node's GPU type
+    rows=$(plan_rows "$out")
+    echo "plan rows: $rows"
+    [ "$(echo "$rows" | wc -l)" -eq 4 ]
+    [ "$(echo "$rows" | cut -d' ' -f1 | sort -u | wc -l)" -eq 4 ]
+    echo "$rows" | while read -r node type; do
+        [ "$type" = "$(type_of "$node")" ]
+    done
+    # the step: 4 GPU ranks and 4 PS shards, as the binding file says
+    grep -q "launch: 8 tasks on 4 nodes" "$out"
+    [ "$(grep -vc '^#' "hetpipe-$job/binding")" -eq 8 ]
+    acc=$(sed -n 's/^epoch [0-9]*\/[0-9]* test loss [0-9.]* accuracy \([0-9.]*\)%.*/\1/p' "$out" | tail -1)
+    echo "# cnn ed+local, 1 epoch on 4 nodes: test accuracy $acc%" >&3
+    [ -n "$acc" ]
+    awk -v a="$acc" 'BEGIN { exit !(a >= 85.0) }'
+}
+
+@test "a VGG-19 dry run plans on titanv, titanrtx, rtx2060 and p4000 and starts no rank" {
+    # a rank program that leaves a mark if anything starts it
+    printf '#!/bin/sh\ntouch "%s/rank-started"\n' "$BATS_TEST_TMPDIR" > fake-rank
+    chmod 0755 fake-rank
+    submit --export=ALL,HETPIPE_RANK_BIN="$BATS_TEST_TMPDIR/fake-rank" \
+        "$ROOT/jobs/vgg19-dry-run.sbatch"
+    [ "$status" -eq 0 ]
+    grep -q "plan: model vgg19 (26 units)" "$out"
+    grep -q "16 GPUs" "$out"
+    rows=$(plan_rows "$out")
+    for t in titanv titanrtx rtx2060 p4000; do
+        echo "$rows" | grep -q " $t$"
+    done
+    echo "$rows" | while read -r node type; do
+        [ "$type" = "$(type_of "$node")" ]
+    done
+    grep -Eq "^predicted: [0-9.]+ images/s" "$out"
+    grep -q "no rank started" "$out"
+    ! grep -q "launch: srun" "$out"
+    [ ! -e rank-started ]
+    [ ! -e "hetpipe-$job/binding" ]
+    [ -f "hetpipe-$job/plan.ini" ]
+}
+
+@test "a hetjob with two GPU types plans over both components and runs" {
+    submit "$ROOT/jobs/hetjob-two-types.sbatch" --train-limit 3200 --test-limit 1000
+    [ "$status" -eq 0 ]
+    grep -q "(hetjob): node1 titanv:0,titanv:1, node4 p4000:0,p4000:1" "$out"
+    rows=$(plan_rows "$out")
+    [ "$(echo "$rows" | grep -c '^node1 titanv$')" -eq 2 ]
+    [ "$(echo "$rows" | grep -c '^node4 p4000$')" -eq 2 ]
+    # one srun step component per job component
+    grep "^launch: srun" "$out" | grep -q -- "--nodelist=node1 .* : .*--nodelist=node4 "
+    grep -Eq "^epoch 1/1 test loss [0-9.]+ accuracy [0-9.]+%" "$out"
+    grep -q "2 virtual workers" "$out"
+}
+
+@test "scancel of a running training job leaves no hetpipe process within 10 s" {
+    run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
+        "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
+    echo "$output"
+    [ "$status" -eq 0 ]
+    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
+    out="job-$job.out"
+    # wait until the ranks train (progress lines), at most 60 s
+    i=0
+    until grep -q "^epoch 1/50 step" "$out" 2> /dev/null; do
+        [ $i -lt 600 ] || { cat "$out"; false; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+    # every process of this job names its run directory (srun and the ranks)
+    pgrep -f "hetpipe-$job/" > /dev/null
+    t0=$(date +%s%N)
+    scancel "$job"
+    i=0
+    while pgrep -f "hetpipe-$job/" > /dev/null; do
+        if [ $i -ge 100 ]; then
+            pgrep -af "hetpipe-$job/"
+            false
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "# scancel: no process of job $job left after $ms ms" >&3
+    ! pgrep -f "hetpipe-rank --plan $BATS_TEST_TMPDIR" > /dev/null
+}
+
+@test "a plan whose GPUs disagree with the allocation is refused by hetpipe launch" {
+    # planned for GPU 3 of node1; the job gets GPU 0 there
+    printf '[cluster]\nname = wrong\n\n[node1]\ngpus = titanv:1\ndevices = 3\n\n' > wrong.ini
+    printf '[node2]\ngpus = titanrtx:1\n\n[node3]\ngpus = rtx2060:1\n\n[node4]\ngpus = p4000:1\n' >> wrong.ini
+    "$HETPIPE" plan --cluster wrong.ini --model cnn --policy ed --out wrong-plan.ini --quiet
+    submit -N4 --gpus-per-node=1 "$ROOT/jobs/cnn-ed-local.sbatch" --plan "$PWD/wrong-plan.ini"
+    [ "$status" -ne 0 ]
+    grep -q "puts vw 0 stage [0-9] (rank [0-9]) on GPU 3 (titanv) of node1, but job $job has on node1 GPU 0 (titanv): the plan does not match the allocation" "$out"
+    ! grep -q "launch: srun" "$out"
+    # a node the job does not have
+    run timeout 60 salloc -N1 -w node3 --gres=gpu:rtx2060:1 "$HETPIPE" launch --plan "$PWD/wrong-plan.ini"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"which is not a GPU node of job"*"(it has node3)"* ]]
+}
+
+@test "a task whose binding disagrees with its step is refused by the plugin and the rank" {
+    printf '[cluster]\nname = one\n\n[node1]\ngpus = titanv:1\ndevices = 2\n' > one.ini
+    "$HETPIPE" plan --cluster one.ini --model cnn --policy ed --out one-plan.ini --quiet
+    # the binding puts the stage on GPU 2 of node1; the step holds GPU 0 only
+    printf '0 node1 2 vw0.stage0\n1 node1 - ps0\n' > binding
+    run timeout 120 env HETPIPE_BINDING="$PWD/binding" salloc -N1 -w node1 --gres=gpu:titanv:1 \
+        srun --mpi=pmix -n2 -O "$(dirname "$HETPIPE")/hetpipe-rank" --plan "$PWD/one-plan.ini" \
+        --config "$HETPIPE_CONF" --epochs 1 --train-limit 640 --test-limit 100
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"GPU 2"*"node1"* ]]
+    [[ "$output" == *"SLURM_STEP_GPUS"* || "$output" == *"step has"* || "$output" == *"not in"* ]]
+    [[ "$output" != *"test loss"* ]]
+}
+
+@test "hetpipe launch checks its options and its environment" {
+    run env -u SLURM_JOB_ID "$HETPIPE" launch --dry-run
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"SLURM_JOB_ID is not set"*"hetpipe run --local"* ]]
+    run timeout 60 env HETPIPE_STALENESS=-1 salloc -N1 --gres=gpu:1 "$HETPIPE" launch --dry-run
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"HETPIPE_STALENESS=-1"* ]]
+    run timeout 60 salloc -N1 --gres=gpu:1 "$HETPIPE" launch --dry-run --policy fast
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"--policy=fast"* ]]
+    # the command line wins over the environment
+    run timeout 60 env HETPIPE_POLICY=np salloc -N1 --gres=gpu:titanv:2 "$HETPIPE" launch \
+        --dry-run --policy ed --model vgg19 --batch 8
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"policy ed,"* ]]
+    # untyped GPUs cannot be planned: salloc without GPUs says what to ask for
+    run timeout 60 salloc -N1 "$HETPIPE" launch --dry-run
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"has no GPUs"*"--gpus-per-node"* ]]
+}
