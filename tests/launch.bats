@@ -243,3 +243,16 @@ type_of() {
     [ "$status" -ne 0 ]
     [[ "$output" == *"has no GPUs"*"--gpus-per-node"* ]]
 }
+
+@test "uneven GPU counts per node (-N2 --gpus=5) are discovered, planned and run" {
+    run timeout 180 salloc -N2 --gpus=5 "$HETPIPE" launch --policy np --train-limit 640 \
+        --test-limit 100 --log-every 0
+    echo "$output"
+    [ "$status" -eq 0 ]
+    line=$(echo "$output" | grep '^launch: job [0-9]*: ')
+    # five GPUs over two nodes, as Slurm split them
+    [ "$(echo "$line" | grep -o ':[0-9]' | wc -l)" -eq 5 ]
+    [ "$(echo "$line" | grep -o 'node[1-4] ' | wc -l)" -eq 2 ]
+    [[ "$output" == *"5 GPU"* || "$output" == *"(2 nodes, 5 GPUs)"* ]]
+    [[ "$output" =~ epoch\ 1/1\ test\ loss\ [0-9.]+\ accuracy ]]
+}
