@@ -14,6 +14,11 @@ LIBDIR     ?= $(PREFIX)/lib
 DATADIR    ?= $(PREFIX)/share/hetpipe
 MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc/hetpipe
+# Where Slurm loads plugins from: the directory of its auth_munge.so (Debian:
+# /usr/lib/<triplet>/slurm-wlm), else $(LIBDIR)/slurm. spank_hetpipe.so is installed there.
+SLURM_PLUGINDIR ?= $(patsubst %/,%,$(or $(dir $(firstword $(wildcard \
+    /usr/lib/*/slurm-wlm/auth_munge.so /usr/lib64/slurm/auth_munge.so \
+    /usr/lib/slurm/auth_munge.so))),$(LIBDIR)/slurm))
 DESTDIR    ?=
 BUILD      ?= build
 
@@ -90,7 +95,9 @@ endif
 LIB_OBJS := $(COMMON_SRCS:%.c=$(BUILD)/%.o) $(RUNTIME_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 LIB      := $(BUILD)/libhetpipe.a
 
-LAUNCHER_SRCS := launcher/hetpipe.c launcher/launch.c
+LAUNCHER_SRCS := launcher/hetpipe.c launcher/launch.c launcher/doctor.c
+# hetpipe doctor names the installed plugin in the plugstack.conf line it suggests
+$(BUILD)/launcher/doctor.o: HP_CFLAGS += -DHP_SLURM_PLUGINDIR='"$(SLURM_PLUGINDIR)"'
 HETPIPE       := $(BUILD)/hetpipe
 HETPIPE_RANK  := $(BUILD)/hetpipe-rank
 

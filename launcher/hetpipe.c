@@ -49,6 +49,7 @@ static void usage(FILE *f)
                "  profile  measure every unit's forward/backward time and memory on this device\n"
                "  run      run a job: --local forks its ranks here, emulating the GPU types\n"
                "  launch   inside a Slurm allocation: discover its GPUs, plan, srun the ranks\n"
+               "  doctor   check this installation and say what to fix\n"
                "  version  print the version\n"
                "\n"
                "'hetpipe <command> --help' shows a command's options.\n");
@@ -1356,9 +1357,10 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "launch") == 0)
         return hp_cmd_launch(argc - 1, argv + 1);
+    if (strcmp(cmd, "doctor") == 0)
+        return hp_cmd_doctor(argc - 1, argv + 1);
     hp_error("unknown command '%s' (allowed: train, model, time, plan, profile, run, launch, "
-             "version; see "
-             "hetpipe --help)",
+             "doctor, version; see hetpipe --help)",
              cmd);
     return 2;
 }

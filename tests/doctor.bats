@@ -1,0 +1,215 @@
+#!/usr/bin/env bats
+# hetpipe doctor: one line per check ("ok", "FAIL ...; fix: ...", "skip"), exit 1 on a FAIL.
+# On this machine with --no-slurm, with broken input, and under a real Slurm (a four-node
+# cluster of its own, tests/slurm/cluster.sh) with and without the SPANK plugin loaded. The
+# Slurm tests are skipped unless root with Slurm and munge installed and the plugin built.
+
+cluster_unavailable() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "a Slurm test cluster needs root"
+        return
+    fi
+    for b in slurmctld slurmd srun scontrol munged; do
+        if ! command -v "$b" > /dev/null 2>&1; then
+            echo "'$b' not installed (sh tests/deps.sh)"
+            return
+        fi
+    done
+    if [ ! -f "$ROOT/build/spank_hetpipe.so" ]; then
+        echo "build/spank_hetpipe.so not built (make; needs libslurm-dev)"
+    fi
+}
+
+setup_file() {
+    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    export ROOT
+    SKIP_REASON=$(cluster_unavailable)
+    export SKIP_REASON
+    [ -z "$SKIP_REASON" ] || return 0
+    export HP_SLURM_DIR="$BATS_FILE_TMPDIR/slurm"
+    export HP_SLURM_PORT=${HP_SLURM_DOCTOR_PORT:-56817}
+    # cluster.sh's own plugstack line: the plugin of this checkout
+    unset HP_SLURM_PLUGSTACK
+    run sh "$ROOT/tests/slurm/cluster.sh" start
+    echo "$output"
+    [ "$status" -eq 0 ]
+    cp "$HP_SLURM_DIR/plugstack.conf" "$BATS_FILE_TMPDIR/plugstack.good"
+}
+
+teardown_file() {
+    if [ -n "${HP_SLURM_DIR:-}" ] && [ -f "$HP_SLURM_DIR/slurm.conf" ]; then
+        SLURM_CONF="$HP_SLURM_DIR/slurm.conf" sh "$ROOT/tests/slurm/cluster.sh" stop
+    fi
+    return 0
+}
+
+setup() {
+    HETPIPE=${HETPIPE:-build/hetpipe}
+    case $HETPIPE in
+    /*) ;;
+    *) HETPIPE="$ROOT/$HETPIPE" ;;
+    esac
+    TMP=$(mktemp -d)
+}
+
+teardown() {
+    rm -rf "$TMP"
+    # every test leaves the cluster's plugstack.conf as it found it
+    if [ -f "$BATS_FILE_TMPDIR/plugstack.good" ]; then
+        cp "$BATS_FILE_TMPDIR/plugstack.good" "$HP_SLURM_DIR/plugstack.conf"
+    fi
+}
+
+# The one line of $output for check $2 with tag $1 (ok, FAIL, skip); fails if not exactly one.
+line_of() {
+    l=$(echo "$output" | grep -E "^$1 +$2: ")
+    [ "$(echo "$l" | grep -c .)" -eq 1 ] || return 1
+    echo "$l"
+}
+
+slurm_setup() {
+    [ -z "$SKIP_REASON" ] || skip "$SKIP_REASON"
+    export SLURM_CONF="$HP_SLURM_DIR/slurm.conf"
+}
+
+@test "doctor --no-slurm passes on this machine: config, models, data set, rank program, UCX, PMIx" {
+    run timeout 60 "$HETPIPE" doctor --no-slurm
+    echo "$output"
+    [ "$status" -eq 0 ]
+    line_of ok config | grep -q 'hetpipe.conf: [0-9][0-9]* GPU types$'
+    line_of ok models | grep -q 'cnn, vgg19, resnet152 load'
+    line_of ok 'data set' | grep -q 'fashion-mnist: Fashion-MNIST, 4 files readable, 10000 test images'
+    line_of ok 'rank program' | grep -q 'hetpipe-rank runs$'
+    line_of ok UCX | grep -q 'UCX 1\.[0-9]*\.[0-9]*: context and worker created; transports '
+    line_of ok PMIx | grep -q 'PMIx [0-9]'
+    for c in 'Slurm discovery' 'Slurm controller' 'Slurm plugin' 'PMIx in srun'; do
+        line_of skip "$c" | grep -q ': --no-slurm$'
+    done
+    # every line is one of the three forms
+    [ "$(echo "$output" | grep -cvE '^(ok   |FAIL |skip )[A-Za-z][A-Za-z ]*: ')" -eq 0 ]
+    [[ "$output" != *FAIL* ]]
+}
+
+@test "without a GPU the CUDA line is skip; --require-gpu makes it a FAIL with a fix" {
+    if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
+        skip "a GPU is present"
+    fi
+    run timeout 60 "$HETPIPE" doctor --no-slurm
+    [ "$status" -eq 0 ]
+    line_of skip CUDA
+    run timeout 60 "$HETPIPE" doctor --no-slurm --require-gpu
+    echo "$output"
+    [ "$status" -eq 1 ]
+    line_of FAIL CUDA | grep -q '; fix: '
+    [ "$(echo "$output" | grep -c '^FAIL ')" -eq 1 ]
+    [[ "$output" == *"hetpipe doctor: 1 check(s) failed"* ]]
+}
+
+@test "a broken --config is a FAIL that names the file and the key; the other checks still run" {
+    printf '[gpu.x]\nmemory_gib = abc\n' > "$TMP/bad.conf"
+    run timeout 60 "$HETPIPE" doctor --no-slurm --config "$TMP/bad.conf"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    l=$(line_of FAIL config)
+    [[ "$l" == *"$TMP/bad.conf"*"memory_gib"*"; fix: "*"--config FILE"* ]]
+    line_of ok models
+    line_of ok UCX
+    # a missing one
+    run timeout 60 "$HETPIPE" doctor --no-slurm --config "$TMP/none.conf"
+    [ "$status" -eq 1 ]
+    line_of FAIL config | grep -q "'$TMP/none.conf': No such file or directory; fix: "
+}
+
+@test "--data /nonexistent is a FAIL of the data set with the apt-get fix" {
+    run timeout 60 "$HETPIPE" doctor --no-slurm --data /nonexistent
+    echo "$output"
+    [ "$status" -eq 1 ]
+    line_of FAIL 'data set' | grep -q "'/nonexistent': No such file or directory; fix: apt-get install dataset-fashion-mnist, or give --data DIR"
+}
+
+@test "a data directory that lacks a file or holds a corrupt one names it" {
+    cp /usr/share/datasets/fashion-mnist/*.gz "$TMP/"
+    rm "$TMP/t10k-labels-idx1-ubyte.gz"
+    run timeout 60 "$HETPIPE" doctor --no-slurm --data "$TMP"
+    [ "$status" -eq 1 ]
+    line_of FAIL 'data set' | grep -q 'missing or unreadable: t10k-labels-idx1-ubyte.gz; fix: '
+    cp /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz "$TMP/"
+    head -c 1000 /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz > "$TMP/t10k-images-idx3-ubyte.gz"
+    run timeout 60 "$HETPIPE" doctor --no-slurm --data "$TMP"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    line_of FAIL 'data set' | grep -q "t10k-images-idx3-ubyte.gz.*corrupt.*; fix: "
+}
+
+@test "a rank program that does not run is a FAIL" {
+    HETPIPE_RANK_BIN=/bin/false run timeout 60 "$HETPIPE" doctor --no-slurm
+    [ "$status" -eq 1 ]
+    line_of FAIL 'rank program' | grep -q "'/bin/false --help' failed (exit 1); fix: "
+    HETPIPE_RANK_BIN="$TMP/none" run timeout 60 "$HETPIPE" doctor --no-slurm
+    [ "$status" -eq 1 ]
+    line_of FAIL 'rank program' | grep -q "$TMP/none.*; fix: .*HETPIPE_RANK_BIN"
+}
+
+@test "no srun on PATH: the Slurm checks are skipped, not failed" {
+    mkdir "$TMP/bin"
+    to=$(command -v timeout)
+    PATH="$TMP/bin" run "$to" 60 "$HETPIPE" doctor
+    echo "$output"
+    [ "$status" -eq 0 ]
+    for c in 'Slurm discovery' 'Slurm controller' 'Slurm plugin' 'PMIx in srun'; do
+        line_of skip "$c" | grep -q 'no srun on PATH'
+    done
+}
+
+@test "doctor --help lists its options; a bad option or argument is refused" {
+    run "$HETPIPE" doctor --help
+    [ "$status" -eq 0 ]
+    for o in --config --data --require-gpu --no-slurm; do
+        [[ "$output" == *"$o"* ]]
+    done
+    run "$HETPIPE" doctor --bogus
+    [ "$status" -eq 2 ]
+    run "$HETPIPE" doctor extra
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"unexpected argument 'extra'"* ]]
+    run "$HETPIPE" --help
+    [[ "$output" == *"doctor"* ]]
+}
+
+@test "under Slurm with the plugin loaded: discovery, controller, plugin and srun's PMIx are ok" {
+    slurm_setup
+    run timeout 60 "$HETPIPE" doctor
+    echo "$output"
+    [ "$status" -eq 0 ]
+    line_of ok 'Slurm discovery'
+    line_of ok 'Slurm controller' | grep -q 'is UP$'
+    line_of ok 'Slurm plugin' | grep -q 'spank_hetpipe.so loaded'
+    line_of ok 'PMIx in srun' | grep -q 'lists pmix'
+}
+
+@test "under Slurm without the plugin (empty plugstack.conf): FAIL with the line to add and where" {
+    slurm_setup
+    : > "$HP_SLURM_DIR/plugstack.conf"
+    run timeout 60 "$HETPIPE" doctor
+    echo "$output"
+    [ "$status" -eq 1 ]
+    l=$(line_of FAIL 'Slurm plugin')
+    [[ "$l" == *"no --hetpipe-policy: spank_hetpipe.so is not loaded; fix: add the line 'required /"*"spank_hetpipe.so config=/"*"hetpipe.conf' to $HP_SLURM_DIR/plugstack.conf"* ]]
+    [ "$(echo "$output" | grep -c '^FAIL ')" -eq 1 ]
+    line_of ok 'Slurm controller'
+    # restored (teardown does it for every test): the plugin is back
+    cp "$BATS_FILE_TMPDIR/plugstack.good" "$HP_SLURM_DIR/plugstack.conf"
+    run timeout 60 "$HETPIPE" doctor
+    [ "$status" -eq 0 ]
+    line_of ok 'Slurm plugin'
+}
+
+@test "under Slurm with the controller unreachable: FAIL for the controller, naming SLURM_CONF" {
+    slurm_setup
+    # the cluster's config, but a port nothing listens on
+    sed "s/^SlurmctldPort=.*/SlurmctldPort=$((HP_SLURM_PORT + 9))/" "$SLURM_CONF" > "$TMP/slurm.conf"
+    SLURM_CONF="$TMP/slurm.conf" run timeout 60 "$HETPIPE" doctor
+    echo "$output"
+    [ "$status" -eq 1 ]
+    line_of FAIL 'Slurm controller' | grep -q "is DOWN; fix: start slurmctld.*(now $TMP/slurm.conf)"
+}
