@@ -2,7 +2,8 @@
 #
 #   make                    build everything this machine can (prints the features found)
 #   make check              build and run the tests; ends with one summary line
-#   make install            install under $(DESTDIR)$(PREFIX) (config into $(DESTDIR)$(SYSCONFDIR))
+#   make install            install under $(DESTDIR)$(PREFIX) (config into $(DESTDIR)$(SYSCONFDIR),
+#                           the SPANK plugin into $(DESTDIR)$(SLURM_PLUGINDIR)); make uninstall
 #   make format             clang-format every C/CUDA source
 #   make HP_CUDA=0|1|auto   CUDA backend off / required / when nvcc is found (default)
 #   make SANITIZER=address|undefined
@@ -207,25 +208,52 @@ bench: all
 gpu-check: all
 	sh tests/gpu/run.sh
 
-install: $(HETPIPE) $(HETPIPE_RANK)
+# Everything lands under $(DESTDIR): programs, models and clusters under $(PREFIX), the plugin in
+# Slurm's plugin directory, the config in $(SYSCONFDIR) (an admin's edited one is never
+# overwritten: the shipped one lands beside it as .new), the man pages (plain roff).
+INSTALL_FILES := $(HETPIPE) $(HETPIPE_RANK) $(if $(filter 1,$(HAVE_SPANK)),$(SPANK_SO))
+PLUGSTACK_LINE := required $(SLURM_PLUGINDIR)/spank_hetpipe.so config=$(SYSCONFDIR)/hetpipe.conf
+install: $(INSTALL_FILES)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR)/clusters \
-	    $(DESTDIR)$(SYSCONFDIR)
+	    $(DESTDIR)$(SYSCONFDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(HETPIPE) $(DESTDIR)$(BINDIR)/hetpipe
 	install -m 0755 $(HETPIPE_RANK) $(DESTDIR)$(BINDIR)/hetpipe-rank
 	install -m 0644 etc/models/*.ini $(DESTDIR)$(DATADIR)/models/
 	install -m 0644 etc/clusters/*.ini $(DESTDIR)$(DATADIR)/clusters/
-	@# An admin's edited config is never overwritten; the shipped one lands beside it.
+	install -m 0644 man/hetpipe.1 $(DESTDIR)$(MANDIR)/man1/hetpipe.1
+	install -m 0644 man/spank_hetpipe.8 $(DESTDIR)$(MANDIR)/man8/spank_hetpipe.8
+ifeq ($(HAVE_SPANK),1)
+	install -d $(DESTDIR)$(SLURM_PLUGINDIR)
+	install -m 0644 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_hetpipe.so
+endif
 	@for f in $(wildcard etc/*.conf); do \
-	    dst=$(DESTDIR)$(SYSCONFDIR)/$$(basename $$f); \
-	    if [ -e $$dst ] && ! cmp -s $$f $$dst; then \
+	    dst="$(DESTDIR)$(SYSCONFDIR)/$$(basename $$f)"; \
+	    if [ -e "$$dst" ] && ! cmp -s "$$f" "$$dst"; then \
 	        echo "install: keeping edited $$dst; new version at $$dst.new"; \
-	        install -m 0644 $$f $$dst.new; \
-	    else install -m 0644 $$f $$dst; fi; \
+	        install -m 0644 "$$f" "$$dst.new"; \
+	    else install -m 0644 "$$f" "$$dst"; fi; \
 	done
+ifeq ($(HAVE_SPANK),1)
+	@echo "install: to load the SPANK plugin, add this line to Slurm's plugstack.conf on every node"
+	@echo "install: and submit host (Debian: a file in /etc/slurm/plugstack.conf.d/; see spank_hetpipe(8)):"
+	@echo "    $(PLUGSTACK_LINE)"
+else
+	@echo "install: spank_hetpipe.so not built ($(SPANK_HEADER) not found: install libslurm-dev)"
+endif
 
+# Removes what install put, but an edited config (its .new goes).
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/hetpipe $(DESTDIR)$(BINDIR)/hetpipe-rank
+	rm -f $(DESTDIR)$(BINDIR)/hetpipe $(DESTDIR)$(BINDIR)/hetpipe-rank \
+	    $(DESTDIR)$(SLURM_PLUGINDIR)/spank_hetpipe.so \
+	    $(DESTDIR)$(MANDIR)/man1/hetpipe.1 $(DESTDIR)$(MANDIR)/man8/spank_hetpipe.8
 	rm -rf $(DESTDIR)$(DATADIR)
+	@for f in $(wildcard etc/*.conf); do \
+	    dst="$(DESTDIR)$(SYSCONFDIR)/$$(basename $$f)"; \
+	    rm -f "$$dst.new"; \
+	    if [ -e "$$dst" ] && ! cmp -s "$$f" "$$dst"; then echo "uninstall: keeping edited $$dst"; \
+	    else rm -f "$$dst"; fi; \
+	done
+	@rmdir $(DESTDIR)$(SYSCONFDIR) 2> /dev/null || true
 
 format:
 	clang-format -i $(wildcard common/*.[ch] runtime/*.[ch] runtime/*.cu runtime/*.cuh \
