@@ -2,8 +2,8 @@
  * at submit time, carried to the tasks as HETPIPE_* environment; and in slurmstepd, each task
  * bound to the GPU its binding file gives it.
  *
- *   required /usr/local/lib/slurm/spank_hetpipe.so [config=PATH] [models=DIR] [max_*=N]
- *            [policies=a,b] [default_<option>=VALUE]
+ *   required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_hetpipe.so [config=PATH] [models=DIR]
+ *            [max_*=N] [policies=a,b] [default_<option>=VALUE]
  *
  * Loaded into sbatch/salloc (allocator), srun (local), slurmstepd (remote) and slurmd. In
  * slurmstepd the plugin never exits, aborts or writes to stdout: it logs with slurm_error()
