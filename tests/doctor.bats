@@ -4,43 +4,21 @@
 # cluster of its own, tests/slurm/cluster.sh) with and without the SPANK plugin loaded. The
 # Slurm tests are skipped unless root with Slurm and munge installed and the plugin built.
 
-cluster_unavailable() {
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "a Slurm test cluster needs root"
-        return
-    fi
-    for b in slurmctld slurmd srun scontrol munged; do
-        if ! command -v "$b" > /dev/null 2>&1; then
-            echo "'$b' not installed (sh tests/deps.sh)"
-            return
-        fi
-    done
-    if [ ! -f "$ROOT/build/spank_hetpipe.so" ]; then
-        echo "build/spank_hetpipe.so not built (make; needs libslurm-dev)"
-    fi
-}
+load slurm/helpers
 
 setup_file() {
     ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
     export ROOT
-    SKIP_REASON=$(cluster_unavailable)
+    SKIP_REASON=$(slurm_unavailable plugin)
     export SKIP_REASON
     [ -z "$SKIP_REASON" ] || return 0
-    export HP_SLURM_DIR="$BATS_FILE_TMPDIR/slurm"
-    export HP_SLURM_PORT=${HP_SLURM_DOCTOR_PORT:-56817}
-    # cluster.sh's own plugstack line: the plugin of this checkout
     unset HP_SLURM_PLUGSTACK
-    run sh "$ROOT/tests/slurm/cluster.sh" start
-    echo "$output"
-    [ "$status" -eq 0 ]
+    slurm_start "${HP_SLURM_DOCTOR_PORT:-56817}" || return 1
     cp "$HP_SLURM_DIR/plugstack.conf" "$BATS_FILE_TMPDIR/plugstack.good"
 }
 
 teardown_file() {
-    if [ -n "${HP_SLURM_DIR:-}" ] && [ -f "$HP_SLURM_DIR/slurm.conf" ]; then
-        SLURM_CONF="$HP_SLURM_DIR/slurm.conf" sh "$ROOT/tests/slurm/cluster.sh" stop
-    fi
-    return 0
+    slurm_stop
 }
 
 setup() {

@@ -5,49 +5,26 @@
 # Training jobs run CPU ranks (no GPU here); the GPU binding is still Slurm's real GRES
 # bookkeeping. Skipped unless root with Slurm and munge installed and the plugin built.
 
-cluster_unavailable() {
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "a Slurm test cluster needs root"
-        return
-    fi
-    for b in slurmctld slurmd srun sbatch salloc scancel munged; do
-        if ! command -v "$b" > /dev/null 2>&1; then
-            echo "'$b' not installed (sh tests/deps.sh)"
-            return
-        fi
-    done
-    if [ ! -f "$ROOT/build/spank_hetpipe.so" ]; then
-        echo "build/spank_hetpipe.so not built (make; needs libslurm-dev)"
-    fi
-}
+load slurm/helpers
 
 setup_file() {
     ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
     export ROOT
-    SKIP_REASON=$(cluster_unavailable)
+    SKIP_REASON=$(slurm_unavailable plugin)
     export SKIP_REASON
     [ -z "$SKIP_REASON" ] || return 0
     HETPIPE=${HETPIPE:-$ROOT/build/hetpipe}
     case $HETPIPE in /*) ;; *) HETPIPE="$ROOT/$HETPIPE" ;; esac
     export HETPIPE
-    export HP_SLURM_DIR="$BATS_FILE_TMPDIR/slurm"
-    export HP_SLURM_PORT=${HP_SLURM_LAUNCH_PORT:-46817}
-    export SLURM_CONF="$HP_SLURM_DIR/slurm.conf"
     unset HP_SLURM_PLUGSTACK # cluster.sh's default: this checkout's plugin
-    run sh "$ROOT/tests/slurm/cluster.sh" start
-    echo "$output"
-    [ "$status" -eq 0 ]
-    echo "# slurm: $(echo "$output" | grep 'idle nodes in')" >&3
+    slurm_start "${HP_SLURM_LAUNCH_PORT:-46817}" || return 1
     # the site config the jobs use, whatever directory they run in
     export HETPIPE_CONF="$ROOT/etc/hetpipe.conf"
     export OPENBLAS_NUM_THREADS=1
 }
 
 teardown_file() {
-    if [ -n "${HP_SLURM_DIR:-}" ] && [ -f "$HP_SLURM_DIR/slurm.conf" ]; then
-        sh "$ROOT/tests/slurm/cluster.sh" stop
-    fi
-    return 0
+    slurm_stop
 }
 
 setup() {

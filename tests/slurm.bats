@@ -3,41 +3,19 @@
 # (tests/slurm/cluster.sh), and srun --mpi=pmix jobs whose ranks find each other through PMIx
 # and talk over UCX (tests/boot_check.c). Skipped unless root with Slurm and munge installed.
 
-# Why the tests are skipped, or empty (bats 1.8 cannot skip from setup_file: setup does).
-cluster_unavailable() {
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "a Slurm test cluster needs root"
-        return
-    fi
-    for b in slurmctld slurmd srun munged; do
-        if ! command -v "$b" > /dev/null 2>&1; then
-            echo "'$b' not installed (sh tests/deps.sh)"
-            return
-        fi
-    done
-}
+load slurm/helpers
 
 setup_file() {
     ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
     export ROOT
-    SKIP_REASON=$(cluster_unavailable)
+    SKIP_REASON=$(slurm_unavailable)
     export SKIP_REASON
     [ -z "$SKIP_REASON" ] || return 0
-    # a cluster of its own, beside any that a developer keeps running
-    export HP_SLURM_DIR="$BATS_FILE_TMPDIR/slurm"
-    export HP_SLURM_PORT=${HP_SLURM_TEST_PORT:-26817}
-    export SLURM_CONF="$HP_SLURM_DIR/slurm.conf"
-    run sh "$ROOT/tests/slurm/cluster.sh" start
-    echo "$output"
-    [ "$status" -eq 0 ]
-    echo "# slurm: $(echo "$output" | grep 'idle nodes in')" >&3
+    slurm_start "${HP_SLURM_TEST_PORT:-26817}" || return 1
 }
 
 teardown_file() {
-    if [ -n "${HP_SLURM_DIR:-}" ] && [ -f "$HP_SLURM_DIR/slurm.conf" ]; then
-        sh "$ROOT/tests/slurm/cluster.sh" stop
-    fi
-    return 0
+    slurm_stop
 }
 
 setup() {

@@ -5,40 +5,19 @@
 # arguments; and the binding of each task to its GPU from a binding file. Skipped unless root
 # with Slurm and munge installed and the plugin built.
 
-cluster_unavailable() {
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "a Slurm test cluster needs root"
-        return
-    fi
-    for b in slurmctld slurmd srun sbatch salloc munged; do
-        if ! command -v "$b" > /dev/null 2>&1; then
-            echo "'$b' not installed (sh tests/deps.sh)"
-            return
-        fi
-    done
-    if [ ! -f "$ROOT/build/spank_hetpipe.so" ]; then
-        echo "build/spank_hetpipe.so not built (make; needs libslurm-dev)"
-    fi
-}
+load slurm/helpers
 
 setup_file() {
     ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
     export ROOT
     SO="$ROOT/build/spank_hetpipe.so"
     export SO
-    SKIP_REASON=$(cluster_unavailable)
+    SKIP_REASON=$(slurm_unavailable plugin)
     export SKIP_REASON
     [ -z "$SKIP_REASON" ] || return 0
-    export HP_SLURM_DIR="$BATS_FILE_TMPDIR/slurm"
-    export HP_SLURM_PORT=${HP_SLURM_SPANK_PORT:-36817}
-    export SLURM_CONF="$HP_SLURM_DIR/slurm.conf"
-    # cluster.sh's own plugstack line: the plugin of this checkout
     unset HP_SLURM_PLUGSTACK
     export PLUGSTACK_GOOD="required $SO models=$ROOT/etc/models config=$ROOT/etc/hetpipe.conf"
-    run sh "$ROOT/tests/slurm/cluster.sh" start
-    echo "$output"
-    [ "$status" -eq 0 ]
-    echo "# slurm: $(echo "$output" | grep 'idle nodes in')" >&3
+    slurm_start "${HP_SLURM_SPANK_PORT:-36817}" || return 1
     # a task prints what the plugin gave it, one line
     cat > "$BATS_FILE_TMPDIR/show.sh" << 'EOF'
 #!/bin/sh
@@ -48,10 +27,7 @@ EOF
 }
 
 teardown_file() {
-    if [ -n "${HP_SLURM_DIR:-}" ] && [ -f "$HP_SLURM_DIR/slurm.conf" ]; then
-        sh "$ROOT/tests/slurm/cluster.sh" stop
-    fi
-    return 0
+    slurm_stop
 }
 
 setup() {
