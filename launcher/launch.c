@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -228,10 +229,12 @@ static int make_run_dir(const struct launch_opts *o, unsigned long jobid, char *
     return -1;
 }
 
+/* Node names compare case-insensitively: a plan's come through cluster.ini, whose section
+ * names iniparser lower-cases ("Node1" -> "node1"); the binding keeps Slurm's spelling. */
 static const struct hp_alloc_node *alloc_node(const struct hp_alloc *a, const char *name)
 {
     for (int i = 0; i < a->nnodes; i++)
-        if (strcmp(a->nodes[i].name, name) == 0)
+        if (strcasecmp(a->nodes[i].name, name) == 0)
             return &a->nodes[i];
     return NULL;
 }
@@ -303,7 +306,7 @@ static int make_layout(const struct hp_plan *p, const struct hp_cluster *cl,
         for (int v = 0, r = 0; v < p->nvws; v++)
             for (int s = 0; s < p->vws[v].nstages; s++, r++) {
                 const struct hp_gpu *g = &cl->gpus[p->vws[v].stages[s].gpu];
-                if (strcmp(cl->nodes[g->node].name, node) != 0)
+                if (strcasecmp(cl->nodes[g->node].name, node) != 0)
                     continue;
                 struct hp_binding *e = &L->b[L->ntasks];
                 *e = (struct hp_binding){.task = L->ntasks, .rank = r, .device = g->index};
@@ -313,7 +316,7 @@ static int make_layout(const struct hp_plan *p, const struct hp_cluster *cl,
                 L->node_tasks[i]++;
             }
         for (int s = 0; s < p->nshards; s++) {
-            if (strcmp(cl->nodes[s].name, node) != 0)
+            if (strcasecmp(cl->nodes[s].name, node) != 0)
                 continue;
             struct hp_binding *e = &L->b[L->ntasks];
             *e = (struct hp_binding){

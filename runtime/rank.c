@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -111,7 +112,7 @@ static int check_placement(const struct hp_plan *p, const struct hp_cluster *cl,
         }
         base += p->vws[v].nstages;
     }
-    if (b && g && (strcmp(b->node, cl->nodes[g->node].name) != 0 || b->device != g->index)) {
+    if (b && g && (strcasecmp(b->node, cl->nodes[g->node].name) != 0 || b->device != g->index)) {
         hp_error("rank %d (%s): the binding file puts it on GPU %d of %s, but the plan on GPU %d "
                  "of %s: plan and binding are from different launches",
                  rank, role, b->device, b->node, g->index, cl->nodes[g->node].name);

@@ -209,9 +209,13 @@ START_TEST(set_ranks_refuses_non_permutations)
     const int good[3] = {2, 0, 1};
 
     ck_assert_int_eq(hp_boot_local_open(dir, 1, 3, &b), 0);
+    test_capture_begin();
     ck_assert_int_eq(hp_boot_set_ranks(b, twice), -HP_EINVAL);
     ck_assert_int_eq(hp_boot_set_ranks(b, range), -HP_EINVAL);
     ck_assert_int_eq(hp_boot_set_ranks(b, negative), -HP_EINVAL);
+    const char *err = test_capture_end();
+    ck_assert_ptr_nonnull(strstr(err, "task 2: rank 1 is given twice"));
+    ck_assert_ptr_nonnull(strstr(err, "task 1: rank 3 is out of range"));
     ck_assert_int_eq(hp_boot_rank(b), 1); /* refused maps change nothing */
     ck_assert_int_eq(hp_boot_set_ranks(b, good), 0);
     ck_assert_int_eq(hp_boot_rank(b), 0);
