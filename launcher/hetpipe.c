@@ -824,20 +824,15 @@ static void run_on_signal(int sig)
 static void describe_rank(const struct hp_plan *p, const struct hp_cluster *cl,
                           const struct hp_gpudb *db, int r, char *buf, size_t n)
 {
-    int base = 0;
+    int v, s;
 
-    for (int v = 0; v < p->nvws; v++) {
-        const struct hp_vw_plan *vw = &p->vws[v];
-        if (r < base + vw->nstages) {
-            const struct hp_stage_plan *st = &vw->stages[r - base];
-            const struct hp_gpu *g = &cl->gpus[st->gpu];
-            snprintf(buf, n, "vw %d stage %d, %s on %s", v, r - base, db->types[g->type].name,
-                     cl->nodes[g->node].name);
-            return;
-        }
-        base += vw->nstages;
+    if (hp_plan_rank_stage(p, r, &v, &s) == 0) {
+        const struct hp_gpu *g = &cl->gpus[p->vws[v].stages[s].gpu];
+        snprintf(buf, n, "vw %d stage %d, %s on %s", v, s, db->types[g->type].name,
+                 cl->nodes[g->node].name);
+        return;
     }
-    snprintf(buf, n, "PS shard %d", r - base);
+    snprintf(buf, n, "PS shard %d", r - (p->nranks - p->nshards));
 }
 
 static void tail_file(const char *path, int lines)

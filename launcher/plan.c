@@ -542,3 +542,23 @@ out:
         hp_plan_release(p);
     return rc;
 }
+
+int hp_plan_stage_rank(const struct hp_plan *p, int v, int s)
+{
+    int r = 0;
+
+    for (int i = 0; i < v; i++)
+        r += p->vws[i].nstages;
+    return r + s;
+}
+
+int hp_plan_rank_stage(const struct hp_plan *p, int r, int *v, int *s)
+{
+    for (int i = 0, base = 0; i < p->nvws; base += p->vws[i++].nstages)
+        if (r >= base && r < base + p->vws[i].nstages) {
+            *v = i;
+            *s = r - base;
+            return 0;
+        }
+    return -1;
+}

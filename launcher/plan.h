@@ -80,4 +80,9 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
                     const struct hp_plan_opts *o, struct hp_plan *plan);
 void hp_plan_release(struct hp_plan *plan);
 
+/* Ranks: the workers VW by VW, stage by stage, then the PS shards. The rank of stage s of VW
+ * v; and the VW and stage of rank r: 0, or -1 when r is not a worker (a PS shard). */
+int hp_plan_stage_rank(const struct hp_plan *p, int v, int s);
+int hp_plan_rank_stage(const struct hp_plan *p, int r, int *v, int *s);
+
 #endif

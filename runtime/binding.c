@@ -19,10 +19,7 @@ int hp_binding_role_rank(const struct hp_plan *p, const char *role)
     if (sscanf(role, "vw%d.stage%d%n", &v, &s, &n) == 2 && role[n] == '\0') {
         if (v < 0 || v >= p->nvws || s < 0 || s >= p->vws[v].nstages)
             return -1;
-        int base = 0;
-        for (int w = 0; w < v; w++)
-            base += p->vws[w].nstages;
-        return base + s;
+        return hp_plan_stage_rank(p, v, s);
     }
     if (sscanf(role, "ps%d%n", &s, &n) == 1 && role[n] == '\0' && s >= 0 && s < p->nshards)
         return p->nranks - p->nshards + s;

@@ -95,15 +95,6 @@ struct stage {
     double compute_s, pad_s, comm_s;
 };
 
-static int rank_of(const struct hp_plan *p, int v, int s)
-{
-    int r = 0;
-
-    for (int i = 0; i < v; i++)
-        r += p->vws[i].nstages;
-    return r + s;
-}
-
 /* Pad since t0 to t0 + target (emulation), counted as padding. */
 static void pad(struct stage *g, double t0, double target)
 {
@@ -672,10 +663,10 @@ static int setup(struct stage *g)
     g->w = g->st->in_flight;
     g->batch = p->opts.batch;
     g->type = g->cl->gpus[g->st->gpu].type;
-    g->prev = g->s > 0 ? rank_of(p, g->v, g->s - 1) : -1;
-    g->next = g->s + 1 < g->k ? rank_of(p, g->v, g->s + 1) : -1;
-    g->first = rank_of(p, g->v, 0);
-    g->last = rank_of(p, g->v, g->k - 1);
+    g->prev = g->s > 0 ? hp_plan_stage_rank(p, g->v, g->s - 1) : -1;
+    g->next = g->s + 1 < g->k ? hp_plan_stage_rank(p, g->v, g->s + 1) : -1;
+    g->first = hp_plan_stage_rank(p, g->v, 0);
+    g->last = hp_plan_stage_rank(p, g->v, g->k - 1);
     if (g->w < 1 || (g->s + 1 < g->k && vw->stages[g->s + 1].in_flight > g->w)) {
         hp_error("plan: vw %d stage %d keeps %d minibatches but the next stage %d; in-flight "
                  "counts must not grow along the pipeline",
@@ -788,7 +779,7 @@ static int sync_setup(struct stage *g, long total_mb)
             return -HP_ENOMEM;
         }
         for (int x = 0; x < g->nvws; x++)
-            ranks[x] = rank_of(p, x, 0);
+            ranks[x] = hp_plan_stage_rank(p, x, 0);
         rc = hp_allreduce_create(g->comm, ranks, g->nvws, g->rank, g->nparams, &g->ar);
         free(ranks);
         g->ar_cost = g->o->emulate > 0 ? g->o->emulate * p->allreduce_s : 0.0;

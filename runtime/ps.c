@@ -16,15 +16,6 @@ static int first_shard_rank(const struct hp_plan *p)
     return p->nranks - p->nshards;
 }
 
-static int worker_rank(const struct hp_plan *p, int v, int s)
-{
-    int r = 0;
-
-    for (int i = 0; i < v; i++)
-        r += p->vws[i].nstages;
-    return r + s;
-}
-
 /* Floats of units [u0, u1) before unit u (u0 <= u <= u1). */
 static size_t unit_offset(const struct hp_model *m, int u0, int u)
 {
@@ -319,7 +310,7 @@ static int shard_setup(struct shard *sh)
             struct client *c = &sh->clients[sh->nclients];
             *c = (struct client){.v = v,
                                  .s = s,
-                                 .rank = worker_rank(p, v, s),
+                                 .rank = hp_plan_stage_rank(p, v, s),
                                  .u0 = st->u0,
                                  .u1 = st->u1,
                                  .floats = n};

@@ -101,16 +101,12 @@ static int check_placement(const struct hp_plan *p, const struct hp_cluster *cl,
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES"), *bound = getenv("HETPIPE_BOUND");
     const struct hp_gpu *g = NULL;
     char role[128];
-    int base = 0;
+    int v, s;
 
     snprintf(role, sizeof(role), "PS shard %d", rank - (p->nranks - p->nshards));
-    for (int v = 0; v < p->nvws; v++) {
-        if (rank >= base && rank < base + p->vws[v].nstages) {
-            g = &cl->gpus[p->vws[v].stages[rank - base].gpu];
-            snprintf(role, sizeof(role), "vw %d stage %d, a %s", v, rank - base,
-                     db->types[g->type].name);
-        }
-        base += p->vws[v].nstages;
+    if (hp_plan_rank_stage(p, rank, &v, &s) == 0) {
+        g = &cl->gpus[p->vws[v].stages[s].gpu];
+        snprintf(role, sizeof(role), "vw %d stage %d, a %s", v, s, db->types[g->type].name);
     }
     if (b && g && (strcasecmp(b->node, cl->nodes[g->node].name) != 0 || b->device != g->index)) {
         hp_error("rank %d (%s): the binding file puts it on GPU %d of %s, but the plan on GPU %d "
