@@ -479,16 +479,7 @@ int hp_cmd_launch(int argc, char **argv)
         goto out;
     }
     fflush(stdout);
-    if (o.plan) {
-        /* a plan made elsewhere: copy it in, then check it against the allocation */
-        char cmd[9000];
-        snprintf(cmd, sizeof(cmd), "cp -- '%s' '%s'", o.plan, plan_path);
-        if (strchr(o.plan, '\'') || system(cmd) != 0) {
-            hp_error("launch: cannot copy plan '%s' into %s", o.plan, dir);
-            rc = 1;
-            goto out;
-        }
-    } else {
+    if (!o.plan) {
         const char *pav[40];
         int pac = 0;
         pav[pac++] = "plan";
@@ -529,10 +520,13 @@ int hp_cmd_launch(int argc, char **argv)
         }
     }
     fflush(stdout);
+    /* a plan made elsewhere (--plan) is checked against the allocation, then written into the
+     * run directory with the rest of the job's files */
     if ((rc = hp_gpudb_load(abs_conf, &db)) ||
-        (rc = hp_planfile_load(plan_path, &db, &plan, &cl, token)) ||
+        (rc = hp_planfile_load(o.plan ? o.plan : plan_path, &db, &plan, &cl, token)) ||
         (rc = check_plan(o.plan ? o.plan : plan_path, &plan, &cl, &db, &a)) ||
-        (rc = make_layout(&plan, &cl, &a, &L))) {
+        (rc = make_layout(&plan, &cl, &a, &L)) ||
+        (o.plan && (rc = hp_planfile_save(plan_path, &plan, &cl, &db, token)))) {
         rc = 1;
         goto out;
     }
