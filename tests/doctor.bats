@@ -7,11 +7,7 @@
 load slurm/helpers
 
 setup_file() {
-    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
-    export ROOT
-    SKIP_REASON=$(slurm_unavailable plugin)
-    export SKIP_REASON
-    [ -z "$SKIP_REASON" ] || return 0
+    slurm_prepare plugin || return 0
     unset HP_SLURM_PLUGSTACK
     slurm_start "${HP_SLURM_DOCTOR_PORT:-56817}" || return 1
     cp "$HP_SLURM_DIR/plugstack.conf" "$BATS_FILE_TMPDIR/plugstack.good"

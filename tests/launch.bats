@@ -8,11 +8,7 @@
 load slurm/helpers
 
 setup_file() {
-    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
-    export ROOT
-    SKIP_REASON=$(slurm_unavailable plugin)
-    export SKIP_REASON
-    [ -z "$SKIP_REASON" ] || return 0
+    slurm_prepare plugin || return 0
     HETPIPE=${HETPIPE:-$ROOT/build/hetpipe}
     case $HETPIPE in /*) ;; *) HETPIPE="$ROOT/$HETPIPE" ;; esac
     export HETPIPE
@@ -56,13 +52,7 @@ plan_rows() {
 
 # type_of NODE: the GPU type cluster.sh gives it
 type_of() {
-    case $1 in
-    node1) echo titanv ;;
-    node2) echo titanrtx ;;
-    node3) echo rtx2060 ;;
-    node4) echo p4000 ;;
-    *) echo "?" ;;
-    esac
+    sh "$ROOT/tests/slurm/cluster.sh" gpu-type "$1"
 }
 
 @test "the job scripts are shellcheck-clean" {

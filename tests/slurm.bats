@@ -6,11 +6,7 @@
 load slurm/helpers
 
 setup_file() {
-    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
-    export ROOT
-    SKIP_REASON=$(slurm_unavailable)
-    export SKIP_REASON
-    [ -z "$SKIP_REASON" ] || return 0
+    slurm_prepare || return 0
     slurm_start "${HP_SLURM_TEST_PORT:-26817}" || return 1
 }
 

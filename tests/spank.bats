@@ -8,13 +8,9 @@
 load slurm/helpers
 
 setup_file() {
-    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
-    export ROOT
+    slurm_prepare plugin || return 0
     SO="$ROOT/build/spank_hetpipe.so"
     export SO
-    SKIP_REASON=$(slurm_unavailable plugin)
-    export SKIP_REASON
-    [ -z "$SKIP_REASON" ] || return 0
     unset HP_SLURM_PLUGSTACK
     export PLUGSTACK_GOOD="required $SO models=$ROOT/etc/models config=$ROOT/etc/hetpipe.conf"
     slurm_start "${HP_SLURM_SPANK_PORT:-36817}" || return 1

@@ -6,6 +6,7 @@
 #   sh tests/slurm/cluster.sh stop      cancel every job, stop the daemons (munged only if
 #                                       start started it)
 #   sh tests/slurm/cluster.sh status    daemons and nodes; exit 0 only when all are up
+#   sh tests/slurm/cluster.sh gpu-type NODE   the GPU type of node NODE
 #
 # Everything lives in $HP_SLURM_DIR (default /tmp/hetpipe-slurm). Clients find the cluster
 # with SLURM_CONF=$HP_SLURM_DIR/slurm.conf. Ports: slurmctld $HP_SLURM_PORT (default 16817),
@@ -326,6 +327,7 @@ case ${1:-} in
 start) do_start ;;
 stop) do_stop ;;
 status) do_status ;;
+gpu-type) gpu_type "${2:-}" ;;
 *)
     echo "usage: cluster.sh start|stop|status   (dir: \$HP_SLURM_DIR, default /tmp/hetpipe-slurm)" >&2
     exit 2

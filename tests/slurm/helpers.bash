@@ -21,6 +21,17 @@ slurm_unavailable() {
     fi
 }
 
+# slurm_prepare [plugin]: in setup_file: export ROOT (the checkout) and SKIP_REASON
+# (slurm_unavailable's answer); fails when the Slurm tests must be skipped, so that setup_file
+# can `slurm_prepare || return 0`.
+slurm_prepare() {
+    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    export ROOT
+    SKIP_REASON=$(slurm_unavailable "$@")
+    export SKIP_REASON
+    [ -z "$SKIP_REASON" ]
+}
+
 # slurm_start PORT: start this file's cluster (with cluster.sh's plugstack line: this
 # checkout's plugin when built, unless HP_SLURM_PLUGSTACK says otherwise); exports
 # HP_SLURM_DIR, HP_SLURM_PORT and SLURM_CONF and reports the time to four idle nodes.
