@@ -26,21 +26,34 @@ teardown_file() {
 setup() {
     [ -z "$SKIP_REASON" ] || skip "$SKIP_REASON"
     cd "$BATS_TEST_TMPDIR" || return 1
-    # the previous test's jobs are gone (MinJobAge keeps finished ones listed a while)
+    # the previous test's jobs are gone (MinJobAge keeps finished ones listed a while); one
+    # that a failed test left running is cancelled, so that its GPUs do not change what the
+    # next test is given
     local i=0
     while [ -n "$(squeue -h -t PD,R,CG)" ] && [ $i -lt 150 ]; do
         sleep 0.1
         i=$((i + 1))
     done
+    if [ -n "$(squeue -h -t PD,R)" ]; then
+        squeue
+        scancel $(squeue -h -t PD,R -o %A)
+        sleep 2
+    fi
 }
 
 # submit ARGS...: sbatch --wait from this test's directory; sets $job and $out (the job's
 # output file); $status and $output are sbatch's
 submit() {
-    run timeout 600 sbatch --wait -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" "$@"
+    run timeout 300 sbatch --wait -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" "$@"
     echo "$output"
     job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
     out="$BATS_TEST_TMPDIR/job-$job.out"
+    if [ "$status" -eq 124 ]; then
+        # a job that did not end: what is still running, for the report
+        echo "sbatch --wait timed out; still running:"
+        squeue -s
+        pgrep -af "hetpipe-$job/" || true
+    fi
     [ -n "$job" ] && [ -f "$out" ] && cat "$out"
 }
 
