@@ -296,6 +296,15 @@ static int eval_grouping(const struct hp_cost *c, const struct hp_cluster *cl,
     free(memo);
     if (!rc)
         *rate = slowest * g->ngroups;
+    /* WSP's clocks count waves, so the VWs share one wave of Nm minibatches, the largest any
+     * of them needs: with its own shorter wave a VW would be held to Nm_own / Nm_max of the
+     * others' minibatch rate. A VW keeps the in-flight counts of its own partition (<= its
+     * Nm), so its rate and memory stay as evaluated; only its pushes and pulls are rarer. */
+    int wave = 1;
+    for (int v = 0; v < g->ngroups && !rc; v++)
+        wave = vws[v].nm > wave ? vws[v].nm : wave;
+    for (int v = 0; v < g->ngroups && !rc; v++)
+        vws[v].nm = wave;
     return rc;
 }
 

@@ -363,6 +363,15 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
         }
         if (next != p->nunits)
             BAD("%s: [vw.%d]: units %d..%d are in no stage", path, w, next, p->nunits - 1);
+        for (int s = 0; s < vw->nstages; s++)
+            if (vw->stages[s].in_flight > vw->nm)
+                BAD("%s: [vw.%d.stage.%d]: in_flight %d, more than the VW's Nm %d", path, w, s,
+                    vw->stages[s].in_flight, vw->nm);
+        /* WSP's clocks count waves: one wave size for the job (plan.c, eval_grouping) */
+        if (p->nshards && vw->nm != p->vws[0].nm)
+            BAD("%s: [vw.%d]: nm = %d, but [vw.0] has %d: with parameter servers every VW "
+                "has the same Nm",
+                path, w, vw->nm, p->vws[0].nm);
     }
     for (int s = 0; s < p->nshards; s++) {
         int rank, node;

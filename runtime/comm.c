@@ -23,6 +23,8 @@
 #define TAG_MASK_TYPE UINT64_C(0xffffffff)
 #define CLOSE_TIMEOUT_MS 1000
 #define LIVENESS_MS 100
+#define SPIN_S 100e-6 /* a wait polls this long before it sleeps on the worker's event fd */
+#define NAP_MS 10     /* the longest such sleep: deadlines and liveness are checked after it */
 
 /* What a rank publishes ahead of its UCP worker address (hp_comm_address): where it runs. UCX
  * 1.13's shared-memory transports (sysv, posix, cma) cannot report a peer's failure, so an
@@ -57,6 +59,7 @@ struct hp_comm {
     struct peer *peers; /* [nranks] */
     uint8_t *sbuf;      /* send staging: header + payload */
     size_t sbuf_cap;
+    int efd; /* the worker's event fd (UCP_FEATURE_WAKEUP), -1: waits only yield */
 };
 
 static int from_ucs(ucs_status_t status)
@@ -87,22 +90,43 @@ static int64_t deadline_of(int timeout_ms)
     return timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
 }
 
-/* Progress the worker once; yield the CPU when nothing happened (ranks share cores). */
-static void progress(struct hp_comm *comm)
+/* Progress the worker once inside a wait that found nothing to do since *idle (0: until now).
+ * Ranks share cores (hetpipe run --local puts every rank of a job on one machine, PS shards
+ * share nodes with workers), and a waiting rank that spins takes CPU time from the ranks that
+ * compute: after SPIN_S without progress it sleeps until UCX signals an event on the worker's
+ * event fd (ucp_worker_arm, then poll), at most NAP_MS. */
+static void progress(struct hp_comm *comm, double *idle)
 {
-    if (ucp_worker_progress(comm->worker) == 0)
+    if (ucp_worker_progress(comm->worker) != 0) {
+        *idle = 0.0;
+        return;
+    }
+    const double now = hp_now_s();
+    if (*idle == 0.0)
+        *idle = now;
+    if (comm->efd < 0 || now - *idle < SPIN_S) {
         sched_yield();
+        return;
+    }
+    const ucs_status_t status = ucp_worker_arm(comm->worker);
+    if (status == UCS_OK) {
+        struct pollfd pfd = {.fd = comm->efd, .events = POLLIN};
+        (void)poll(&pfd, 1, NAP_MS);
+    } else if (status != UCS_ERR_BUSY) { /* UCS_ERR_BUSY: events are waiting to be progressed */
+        sched_yield();
+    }
 }
 
 /* Wait for a request until the deadline. UCS_INPROGRESS means the deadline passed. */
 static ucs_status_t wait_request(struct hp_comm *comm, void *req, int64_t deadline)
 {
     ucs_status_t status;
+    double idle = 0.0;
 
     while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
         if (now_ms() >= deadline)
             return UCS_INPROGRESS;
-        progress(comm);
+        progress(comm, &idle);
     }
     return status;
 }
@@ -138,6 +162,7 @@ static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t d
 {
     ucs_status_t status;
     int64_t now;
+    double idle = 0.0;
 
     while ((status = ucp_request_check_status(req)) == UCS_INPROGRESS) {
         now = now_ms();
@@ -149,7 +174,7 @@ static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t d
                 *failed = i;
                 return UCS_ERR_CONNECTION_RESET;
             }
-        progress(comm);
+        progress(comm, &idle);
     }
     return status;
 }
@@ -274,9 +299,10 @@ int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
     }
     for (int i = 0; i < nranks; i++)
         comm->peers[i].pidfd = -1;
+    comm->efd = -1;
 
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_TAG;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
     status = ucp_init(&params, NULL, &comm->context);
     if (status != UCS_OK) {
         hp_error("cannot create the transport: ucp_init: %s", ucs_status_string(status));
@@ -292,6 +318,9 @@ int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
         ret = from_ucs(status);
         goto err_cleanup_context;
     }
+    /* without an event fd waits keep polling (and yielding): slower to share, still correct */
+    if (ucp_worker_get_efd(comm->worker, &comm->efd) != UCS_OK)
+        comm->efd = -1;
 
     status = ucp_worker_get_address(comm->worker, &comm->address, &comm->address_len);
     if (status != UCS_OK) {

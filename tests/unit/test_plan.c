@@ -92,6 +92,42 @@ START_TEST(auto_beats_fixed_policies)
 }
 END_TEST
 
+/* With several VWs (WSP) every VW has the same Nm, the wave its clocks count, and no stage
+ * keeps more minibatches in flight than that; a VW whose own pipeline needs fewer keeps its
+ * in-flight counts (some case on the shipped clusters must show it, or the test shows
+ * nothing). */
+START_TEST(vws_share_one_wave)
+{
+    int shorter = 0;
+
+    for (size_t ci = 0; ci < sizeof(clusters) / sizeof(clusters[0]); ci++)
+        for (size_t mi = 0; mi < sizeof(models) / sizeof(models[0]); mi++) {
+            struct setup s;
+            setup(&s, clusters[ci], models[mi], 32);
+            for (int pol = HP_POLICY_NP; pol <= HP_POLICY_AUTO; pol++) {
+                struct hp_plan_opts o = {
+                    .policy = (enum hp_policy)pol, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
+                struct hp_plan p;
+                test_capture_begin();
+                int rc = hp_plan_compute(&s.cost, &s.cl, &o, &p);
+                test_capture_end();
+                if (rc)
+                    continue;
+                for (int v = 0; v < p.nvws; v++) {
+                    ck_assert_msg(p.vws[v].nm == p.vws[0].nm, "%s/%s policy %d: vw %d Nm %d, vw 0 %d",
+                                  clusters[ci], models[mi], pol, v, p.vws[v].nm, p.vws[0].nm);
+                    for (int st = 0; st < p.vws[v].nstages; st++)
+                        ck_assert_int_le(p.vws[v].stages[st].in_flight, p.vws[v].nm);
+                    shorter += p.vws[v].stages[0].in_flight < p.vws[v].nm;
+                }
+                hp_plan_release(&p);
+            }
+            teardown(&s);
+        }
+    ck_assert_int_gt(shorter, 0);
+}
+END_TEST
+
 /* On the paper's cluster: ed makes 4 identical VWs, one GPU of each node; np one VW per
  * node; local placement sends no bytes across nodes under ed, default does. dp leaves out
  * the GPUs that cannot hold VGG-19. */
@@ -224,6 +260,8 @@ struct bad_edit {
 
 static const struct bad_edit edits[] = {
     {"version = 1", "version = 2", "version 2 is not supported"},
+    {"[vw.1]\nnm = 4", "[vw.1]\nnm = 5", "nm = 5, but [vw.0] has 4"},
+    {"[vw.1]\nnm = 4", "[vw.1]\nnm = 3", "in_flight 4, more than the VW's Nm 3"},
     {"[vw.0.stage.1]\nrank = 1", "[vw.0.stage.1]\nrank = 0", "rank 0 is used twice"},
     {"first_unit = 0", "first_unit = 1", "must start at unit 0"},
     {"vws = 4", "vws = 5", "no [vw.4]"},
@@ -422,6 +460,7 @@ Suite *suite_plan(void)
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, auto_beats_fixed_policies, 0,
                         (int)(sizeof(clusters) / sizeof(clusters[0])));
+    tcase_add_test(t, vws_share_one_wave);
     tcase_add_test(t, paper_policies);
     tcase_add_test(t, planfile_round_trip);
     tcase_add_loop_test(t, planfile_rejects_inconsistent, 0,
