@@ -19,7 +19,7 @@
 
 static const char *const keys_links[] = {"intra_node_gbs", "inter_node_gbs", "intra_latency_us",
                                          "inter_latency_us", NULL};
-static const char *const keys_planner[] = {"efficiency", NULL};
+static const char *const keys_planner[] = {"efficiency", "nm_tolerance", NULL};
 static const char *const keys_gpu[] = {"label",         "memory_gib",         "tflops",
                                        "bandwidth_gbs", "compute_capability", NULL};
 
@@ -144,7 +144,8 @@ static int load_fixed(const struct hp_ini *ini, struct hp_gpudb *db)
                           &db->intra_latency_us) ||
         hp_ini_get_double(ini, "links", "inter_latency_us", 0, 20.0, 0.0, 1e6,
                           &db->inter_latency_us) ||
-        get_positive(ini, "planner", "efficiency", 0, 0.5, 1.0, &db->efficiency))
+        get_positive(ini, "planner", "efficiency", 0, 0.5, 1.0, &db->efficiency) ||
+        hp_ini_get_double(ini, "planner", "nm_tolerance", 0, 0.05, 0.0, 0.99, &db->nm_tolerance))
         return -HP_ECONFIG;
     return 0;
 }

@@ -10,6 +10,8 @@
  *
  *   [planner]
  *   efficiency = 0.5           ; fraction of peak FLOPS a unit reaches (roofline default)
+ *   nm_tolerance = 0.05        ; a VW's Nm: the smallest whose rate is within this fraction of
+ *                              ;   its best (fewer minibatches in flight: less staleness)
  *
  *   [gpu.titanv]               ; one section per GPU type; the type name is the part after
  *   label     = NVIDIA TITAN V ;   "gpu.", as Slurm's GRES type (lower case)
@@ -40,6 +42,7 @@ struct hp_gpudb {
     double intra_node_gbs, inter_node_gbs;     /* link bandwidths, GB/s */
     double intra_latency_us, inter_latency_us; /* per message */
     double efficiency;                         /* fraction of peak FLOPS, (0, 1] */
+    double nm_tolerance; /* Nm: smallest with rate >= (1 - this) x the best, [0, 1) */
 };
 
 /* Load `path` into *db (caller-owned struct; free with hp_gpudb_release). 0 or a negative

@@ -780,11 +780,13 @@ static void run_usage(FILE *f)
             "training options, passed to every rank: --epochs N (default 5) --lr X --momentum X\n"
             "  --weight-decay X --schedule S --train-limit N --test-limit N --log-every N\n"
             "  --data DIR --metrics FILE --step-log FILE --weight-log PREFIX --stats PREFIX\n"
-            "  --trace PREFIX --save-params PREFIX --eval-every N --timeout SEC --device D\n"
-            "  --threads N --no-stash\n"
+            "  --trace PREFIX --save-params PREFIX --eval-every N --stop-at P --timeout SEC\n"
+            "  --device D --threads N --no-stash\n"
             "  --lr is the job's: with V virtual workers each applies lr/V (the PS sums their\n"
             "  updates); dp averages its replicas' gradients. --eval-every N evaluates the\n"
-            "  global weights every N training samples (metrics rows 'test').\n");
+            "  global weights every N training samples (metrics rows 'test'); nothing trains\n"
+            "  meanwhile. --stop-at P stops the job after the first evaluation at or above P%%\n"
+            "  test accuracy.\n");
 }
 
 /* Whole-model forward + backward seconds per minibatch on this CPU: the fastest of 5 steps
@@ -851,7 +853,7 @@ static int cmd_run(int argc, char **argv)
     static const char *rank_opts[] = {
         "epochs",    "lr",    "momentum", "weight-decay", "schedule",   "train-limit", "test-limit",
         "log-every", "data",  "metrics",  "step-log",     "weight-log", "timeout",     "device",
-        "threads",   "stats", "trace",    "save-params",  "eval-every", NULL};
+        "threads",   "stats", "trace",    "save-params",  "eval-every", "stop-at", NULL};
     const char *pargv[64], *rargv[96];
     int pargc = 0, rargc = 0, local = 0, keep = 0, rc = 0;
     const char *cluster = "demo", *model = "cnn", *policy = "ed", *batch = "64", *config = NULL;

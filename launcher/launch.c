@@ -62,8 +62,8 @@ static void launch_usage(FILE *f)
             "training options, passed to every rank: --lr X --momentum X --weight-decay X\n"
             "  --schedule S --train-limit N --test-limit N --log-every N --data DIR\n"
             "  --metrics FILE --step-log FILE --weight-log PREFIX --stats PREFIX --trace PREFIX\n"
-            "  --save-params PREFIX --eval-every N --timeout SEC --device D --threads N\n"
-            "  --no-stash\n");
+            "  --save-params PREFIX --eval-every N --stop-at P --timeout SEC --device D\n"
+            "  --threads N --no-stash\n");
 }
 
 /* The job options: command line first, else HETPIPE_* from the plugin, else the default. */
@@ -78,7 +78,7 @@ struct launch_opts {
 static const char *const rank_opts[] = {
     "lr",    "momentum", "weight-decay", "schedule",   "train-limit", "test-limit", "log-every",
     "data",  "metrics",  "step-log",     "weight-log", "timeout",     "device",     "threads",
-    "stats", "trace",    "save-params",  "eval-every", NULL,
+    "stats", "trace",    "save-params",  "eval-every", "stop-at", NULL,
 };
 
 static int parse_args(int argc, char **argv, struct launch_opts *o)

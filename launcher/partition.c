@@ -254,7 +254,9 @@ int hp_partition_vw(const struct hp_cost *c, const struct hp_cluster *cl, const 
     struct orders o = {.n = n};
     double *best = NULL;
     int *cut = NULL, a[HP_MAX_VW_GPUS], rc = 0, found = 0;
-    struct hp_vw_plan cand;
+    struct hp_vw_plan cand, *per = NULL;
+    int *have = NULL;
+    double top = 0.0;
 
     if (n < 1 || n > HP_MAX_VW_GPUS || n > U) {
         hp_error("cannot split %d units over %d GPUs (at most one stage per unit, %d GPUs per "
@@ -276,8 +278,16 @@ int hp_partition_vw(const struct hp_cost *c, const struct hp_cluster *cl, const 
         goto out;
     }
     const int lo = nm_fixed ? nm_fixed : 1, hi = nm_fixed ? nm_fixed : nm_max;
+    /* per[nm - lo]: the best plan with that Nm (have[]: whether any fits) */
+    per = malloc((size_t)(hi - lo + 1) * sizeof(*per));
+    have = calloc((size_t)(hi - lo + 1), sizeof(*have));
+    if (!per || !have) {
+        rc = -HP_ENOMEM;
+        goto out;
+    }
     memset(out, 0, sizeof(*out));
     for (int nm = lo; nm <= hi; nm++) {
+        struct hp_vw_plan *b = &per[nm - lo];
         for (int i = 0; i < o.count; i++) {
             const int *order = o.list + (size_t)i * n;
             if (split(c, cl, order, n, nm, best, cut) == DBL_MAX)
@@ -293,21 +303,34 @@ int hp_partition_vw(const struct hp_cost *c, const struct hp_cluster *cl, const 
                 j = i0;
             }
             hp_partition_evaluate(c, cl, &cand);
-            /* better rate wins; at equal rate the smaller bottleneck, then the smaller Nm
-             * (the loop's order) */
-            if (!found || cand.rate > out->rate * (1.0 + 1e-9) ||
-                (cand.rate >= out->rate * (1.0 - 1e-9) &&
-                 cand.bottleneck_s < out->bottleneck_s * (1.0 - 1e-9) && cand.nm == out->nm)) {
-                *out = cand;
-                found = 1;
+            /* for one Nm: the better rate wins, at equal rate the smaller bottleneck */
+            if (!have[nm - lo] || cand.rate > b->rate * (1.0 + 1e-9) ||
+                (cand.rate >= b->rate * (1.0 - 1e-9) &&
+                 cand.bottleneck_s < b->bottleneck_s * (1.0 - 1e-9))) {
+                *b = cand;
+                have[nm - lo] = 1;
             }
         }
+        if (have[nm - lo] && b->rate > top)
+            top = b->rate;
     }
+    /* Nm: the smallest whose rate is within the site's nm_tolerance of the best (and at least
+     * as good up to rounding): each minibatch in flight beyond the first makes a stage's
+     * weights one update staler, which costs accuracy per sample, so a few per cent of rate
+     * are not worth one */
+    for (int nm = lo; nm <= hi && !found; nm++)
+        if (have[nm - lo] &&
+            per[nm - lo].rate >= top * (1.0 - c->db->nm_tolerance) * (1.0 - 1e-9)) {
+            *out = per[nm - lo];
+            found = 1;
+        }
     if (!found) {
         no_fit_error(c, cl, gpus, n);
         rc = -HP_ERANGE;
     }
 out:
+    free(per);
+    free(have);
     free(o.list);
     free(best);
     free(cut);

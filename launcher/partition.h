@@ -14,8 +14,9 @@
  * dynamic programme over (stage, last unit): O(k U^2). Orders: all distinct (type, node)
  * orders for VWs of up to HP_PARTITION_EXHAUSTIVE GPUs; beyond that a heuristic tries four
  * orders (fastest first, slowest first, and both with each node's GPUs kept together).
- * Nm is the smallest value in 1..nm_max that reaches the best rate (less staleness for the
- * same speed), or the fixed value asked for.
+ * Nm is the smallest value in 1..nm_max whose rate is within the site's nm_tolerance
+ * (c->db->nm_tolerance, [planner] in hetpipe.conf) of the best Nm's (less staleness for about
+ * the same speed; 0: the smallest that reaches the best), or the fixed value asked for.
  */
 #ifndef HP_PARTITION_H
 #define HP_PARTITION_H

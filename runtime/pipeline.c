@@ -105,6 +105,13 @@ static void pad(struct stage *g, double t0, double target)
     }
 }
 
+/* The planned images/s of this rank's VW (a dp replica: its share of the job's rate, which
+ * the slowest replica and the allreduce set), at emulation scale 1. */
+static double planned_rate(const struct stage *g)
+{
+    return g->dp ? g->plan->rate / g->nvws : g->plan->vws[g->v].rate;
+}
+
 static double link_time(const struct stage *g, int other_gpu, double bytes)
 {
     const int same = g->cl->gpus[g->st->gpu].node == g->cl->gpus[other_gpu].node;
@@ -248,14 +255,13 @@ static int stash_current(struct stage *g, long first, long end)
  *   from (C - 1 - D) Nm to p - 1 are missing: (D + 1) Nm + i <= (D + 1) Nm + Nm - 1;
  * - clocks: admitting wave C' needs the global clock >= C' - 1 - D and pushing it makes the
  *   VW's clock C' + 1, so no VW's clock exceeds the global clock by more than D + 2.
- * At the end of training the threshold for VW x is capped at the F_x waves it pushes in all
- * (VWs may own one minibatch more or less of each epoch); x has then pushed all it ever will,
- * so it misses nothing the bound counts.
+ * Every VW trains the same number of minibatches, so every VW pushes F waves in all and the
+ * last pull (wave F - 1) waits for F - 2 - D: no pull waits for a wave that never comes.
  * D = 0 is wave-level lock-step (clock - global <= 2); with one VW the pulled weights are the
  * VW's own (the rebase changes nothing) and WSP is plain pipelining. tests/wsp_check.py checks
  * the traces against these rules and bounds.
  */
-/* The waves of every VW that wave C (>= 2) waits for, before the end-of-training cap. */
+/* The waves of every VW that wave C (>= 2) waits for. */
 static long wave_threshold(const struct stage *g, long C)
 {
     return C - 1 - g->D > 0 ? C - 1 - g->D : 0;
@@ -268,12 +274,8 @@ static int wave_gate(struct stage *g, long q, long first, long end)
 
     if (!g->ps || q % g->nm != 0 || C < 2)
         return 0;
-    /* a VW with fewer minibatches (its share of an uneven split) pushes fewer waves in all:
-     * near the end no pull may wait for waves that will never come */
-    for (int x = 0; x < g->nvws; x++) {
-        const long t = wave_threshold(g, C);
-        g->thr[x] = t < g->final_waves[x] ? t : g->final_waves[x];
-    }
+    for (int x = 0; x < g->nvws; x++)
+        g->thr[x] = wave_threshold(g, C);
     rc = stash_current(g, first, end);
     const double t0 = hp_now_s();
     if (!rc && g->nparams)
@@ -471,7 +473,9 @@ static int backward(struct stage *g, long j, long nf, long step, long total, dou
     return rc;
 }
 
-/* The test set forward through the pipeline (VW 0); stage 0 gets the totals. */
+/* The test set forward through the pipeline (VW 0); stage 0 gets the totals. Not emulated:
+ * evaluation is not training time (the metrics leave it out, and nothing trains meanwhile:
+ * eval_verdict), so padding it would only lengthen the run. */
 static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc)
 {
     const int batch = g->batch;
@@ -521,7 +525,6 @@ static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc
             rc = sync_compute(g, t0);
         if (rc)
             break;
-        pad(g, t0, g->fwd_cost);
         if (g->next >= 0) {
             struct hp_msg_buf *mb;
             rc = send_buf(g, g->act_out, &g->act_i, &mb);
@@ -533,7 +536,7 @@ static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc
             }
             if (!rc)
                 rc = send_msg(g, g->next, HP_MSG_EVAL, mb, b, out_bytes + lab_bytes + sizeof(m),
-                              g->xfer_next);
+                              0.0);
         } else {
             double l;
             int c;
@@ -753,15 +756,9 @@ static int emulation_setup(struct stage *g, const struct hp_gpudb *db)
     return 0;
 }
 
-/* VW x's minibatches of an epoch of total_mb: every N-th of the permutation (x < N). */
-static long vw_minibatches(long total_mb, int nvws, int x)
-{
-    return total_mb / nvws + (x < total_mb % nvws ? 1 : 0);
-}
-
 /* The synchronisation across VWs: the PS client (WSP) or, for dp, the allreduce group of the
- * replicas. total_mb: the job's minibatches per epoch. */
-static int sync_setup(struct stage *g, long total_mb)
+ * replicas. my_mb: each VW's minibatches per epoch. */
+static int sync_setup(struct stage *g, long my_mb)
 {
     const struct hp_plan *p = g->plan;
     const size_t n = g->nparams ? g->nparams : 1;
@@ -788,9 +785,8 @@ static int sync_setup(struct stage *g, long total_mb)
     if (!p->nshards)
         return 0;
     for (int x = 0; x < g->nvws; x++) {
-        const long mb = vw_minibatches(total_mb, g->nvws, x);
         const long nm = p->vws[x].nm > 0 ? p->vws[x].nm : 1;
-        g->final_waves[x] = (g->o->epochs * mb + nm - 1) / nm;
+        g->final_waves[x] = (g->o->epochs * my_mb + nm - 1) / nm;
     }
     if (g->o->trace && !(g->trace = hp_ps_trace_open(g->o->trace, g->rank)))
         return -HP_EIO;
@@ -875,6 +871,17 @@ static int open_files(struct stage *g)
     return 0;
 }
 
+/* This stage's real compute per minibatch over its VW's planned time per minibatch at the
+ * emulation scale (1 when off): below 1 the emulated pace, not this CPU, sets the VW's rate;
+ * at scale 1 it is the smallest scale at which that holds. */
+static double cpu_share(const struct stage *g, const struct hp_worker_result *r)
+{
+    const double S = g->o->emulate > 0.0 ? g->o->emulate : 1.0;
+    const double period = S * g->batch / planned_rate(g);
+
+    return r->minibatches > 0 && period > 0.0 ? r->compute_s / r->minibatches / period : 0.0;
+}
+
 static int write_stats(const struct stage *g, const struct hp_worker_result *r)
 {
     char path[4096], tmp[4200];
@@ -890,11 +897,11 @@ static int write_stats(const struct stage *g, const struct hp_worker_result *r)
             "rank = %d\nvw = %d\nstage = %d\nstages = %d\ntype = %s\nunits = %d-%d\nin_flight = "
             "%d\nemulate = %.9g\nminibatches = %ld\ntrain_s = %.6f\ncompute_s = %.6f\npad_s = "
             "%.6f\ncomm_s = %.6f\nother_s = %.6f\nimages_per_s = %.3f\npredicted_images_per_s = "
-            "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\ntest_acc = %.6f\n",
+            "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\ntest_acc = %.6f\ncpu_share = %.6f\n",
             g->rank, g->v, g->s, g->k, g->cost.db ? g->cost.db->types[g->type].name : "-",
             g->st->u0, g->st->u1 - 1, g->w, g->o->emulate, r->minibatches, r->train_s, r->compute_s,
-            r->pad_s, r->comm_s, r->other_s, r->images_per_s, g->plan->vws[g->v].rate, r->mem_peak,
-            r->mem_predicted, r->test_acc);
+            r->pad_s, r->comm_s, r->other_s, r->images_per_s, planned_rate(g), r->mem_peak,
+            r->mem_predicted, r->test_acc, cpu_share(g, r));
     if (g->ps) {
         struct hp_ps_stats ps;
         hp_ps_client_stats(g->ps, &ps);
@@ -933,12 +940,58 @@ static int eval_report(struct stage *g, struct hp_worker_result *res, int epoch,
     else
         printf("epoch %d/%d test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs, *tl,
                100.0 * *ta);
-    if (g->metrics)
+    if (g->metrics) { /* flushed: whoever follows the run sees each evaluation as it comes */
         fprintf(g->metrics, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, step, train_s, *tl, *ta);
+        fflush(g->metrics);
+    }
     fflush(stdout);
     res->test_loss = *tl;
     res->test_acc = *ta;
     return 0;
+}
+
+/* Whether this rank's evaluation (VW 0's stage 0 has the accuracy) reached --stop-at. */
+static int reached(const struct stage *g, double acc)
+{
+    return g->v == 0 && g->s == 0 && g->o->stop_at > 0.0 && 100.0 * acc >= g->o->stop_at;
+}
+
+/* After evaluation point n: VW 0 evaluated (all its stages), every other worker rank stopped
+ * at the same point of its data (every VW and replica has the same share), drained; stage 0
+ * of VW 0 now tells each of them whether to go on or to stop (*stop: its verdict in, everyone's
+ * out; --stop-at). So nothing trains while VW 0 evaluates, and the seconds the metrics report
+ * exclude evaluation for the whole job (under WSP the other VWs would otherwise train on
+ * during it, up to the staleness bound, for free), and a job that reached --stop-at stops
+ * everywhere at the same point. No deadlock under WSP: at a point P every VW has pushed
+ * waves 0 .. P / Nm - 1, and reaching P needs at most waves (P - 1) / Nm - 1 - D of the others
+ * (wave_gate); dp's replicas are in step anyway. */
+static int eval_verdict(struct stage *g, long n, int *stop)
+{
+    const int from = hp_plan_stage_rank(g->plan, 0, 0);
+    const int workers = g->plan->nranks - g->plan->nshards;
+    struct hp_msg_header h = {
+        .type = HP_MSG_CONTROL, .vw = g->v, .stage = g->s, .minibatch = n, .clock = *stop};
+    int rc = 0;
+
+    if (g->rank == from) {
+        for (int r = 0; r < workers && !rc; r++)
+            if (r != from)
+                rc = hp_comm_send(g->comm, r, &h, NULL, g->o->timeout_ms);
+    } else {
+        /* VW 0's evaluation may take long: no timeout, but a dead peer ends the wait */
+        rc = hp_comm_recv(g->comm, from, HP_MSG_CONTROL, &h, NULL, 0, -1);
+        if (!rc && (h.minibatch != n || h.clock < 0 || h.clock > 1)) {
+            hp_error("vw %d stage %d: protocol error: expected the verdict of evaluation %ld from "
+                     "rank %d, got %" PRId64 " (%" PRId64 ")",
+                     g->v, g->s, n, from, h.minibatch, h.clock);
+            rc = -HP_EPROTOCOL;
+        }
+        if (!rc)
+            *stop = (int)h.clock;
+    }
+    if (rc)
+        hp_error("vw %d stage %d: after evaluation %ld: %s", g->v, g->s, n, hp_strerror(rc));
+    return rc;
 }
 
 /* The progress line's WSP part: every VW's clock as of this stage's last pull, the global
@@ -1026,15 +1079,17 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         }
     }
     total_mb = ntrain / g.batch;
-    /* dp: every replica the same number of steps (those of hetpipe train at R x B) */
-    const long my_mb = g.dp ? total_mb / g.nvws : vw_minibatches(total_mb, g.nvws, g.v);
+    /* every VW (replica) the same share: dp's replicas the steps of hetpipe train at R x B,
+     * WSP's VWs the same evaluation points (eval_verdict); the last total_mb % nvws minibatches
+     * of an epoch's permutation are left out */
+    const long my_mb = total_mb / g.nvws;
     if (my_mb == 0) {
         hp_error("minibatch %d x %d virtual workers is more than the %d training samples", g.batch,
                  g.nvws, ntrain);
         rc = -HP_EINVAL;
         goto out;
     }
-    rc = sync_setup(&g, total_mb);
+    rc = sync_setup(&g, my_mb);
     if (rc)
         goto out;
     const long total_steps = g.dp ? my_mb * o->epochs : total_mb * o->epochs;
@@ -1062,9 +1117,12 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     fflush(stdout);
 
     const double t_start = hp_now_s();
-    double eval_s = 0.0; /* VW 0's evaluations, not training time */
-    for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
-        long nf = 0, nb = 0, nint = 0, next_eval = g.v == 0 && ek ? ek : my_mb;
+    double eval_s = 0.0; /* evaluations (VW 0's, the others' waits for them): not training */
+    long nevals = 0;
+    int stop = 0; /* --stop-at reached */
+    for (int epoch = 0; epoch < o->epochs && !rc && !stop; epoch++) {
+        /* VW 0 evaluates every ek minibatches, every other worker waits for its verdict */
+        long nf = 0, nb = 0, nint = 0, next_eval = ek ? ek : my_mb;
         double lsum = 0.0, csum = 0.0;
         double t_int = hp_now_s();
 
@@ -1078,11 +1136,17 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
             if (nb == lim) { /* drained for an evaluation within the epoch */
                 double tl = 0.0, ta = 0.0;
                 const double te = hp_now_s();
-                rc = eval_report(&g, res, epoch, nb, my_mb, step_base + nb * g.nvws,
-                                 te - t_start - eval_s, 0, &tl, &ta);
+                if (g.v == 0)
+                    rc = eval_report(&g, res, epoch, nb, my_mb, step_base + nb * g.nvws,
+                                     te - t_start - eval_s, 0, &tl, &ta);
+                stop = reached(&g, ta);
+                if (!rc)
+                    rc = eval_verdict(&g, nevals++, &stop);
                 eval_s += hp_now_s() - te;
                 t_int += hp_now_s() - te;
                 next_eval += ek;
+                if (stop)
+                    break;
                 continue;
             }
             /* dp: the step of hetpipe train at R x B; else the job's minibatch index */
@@ -1130,16 +1194,20 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                 }
             }
         }
-        if (rc)
+        if (rc || stop)
             break;
         const int last = epoch + 1 == o->epochs;
         if (last && g.ps && g.unpushed > 0) /* the partial last wave */
             rc = push_wave(&g, hp_ps_pushed(g.ps));
-        if (!rc && g.v == 0) {
+        {
             double tl = 0.0, ta = 0.0;
             const double te = hp_now_s();
-            rc = eval_report(&g, res, epoch, -1, my_mb, (long)(epoch + 1) * total_mb,
-                             te - t_start - eval_s, last, &tl, &ta);
+            if (!rc && g.v == 0)
+                rc = eval_report(&g, res, epoch, -1, my_mb, (long)(epoch + 1) * total_mb,
+                                 te - t_start - eval_s, last, &tl, &ta);
+            stop = reached(&g, ta);
+            if (!rc && !last)
+                rc = eval_verdict(&g, nevals++, &stop);
             eval_s += hp_now_s() - te;
         }
     }
@@ -1172,8 +1240,11 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     res->images_per_s = t_train > 0 ? (double)res->minibatches * g.batch / t_train : 0.0;
     res->mem_peak = g.be->mem_peak;
     res->mem_predicted = g.st->memory;
+    if (reporter && stop)
+        printf("hetpipe: stopped: test accuracy %.2f%% >= %g%% (--stop-at) after %ld samples\n",
+               100.0 * res->test_acc, o->stop_at, res->minibatches * g.batch * g.nvws);
     if (reporter) {
-        const double pred = plan->vws[g.v].rate / (o->emulate > 0 ? o->emulate : 1.0);
+        const double pred = planned_rate(&g) / (o->emulate > 0 ? o->emulate : 1.0);
         printf("hetpipe: trained %ld minibatches in %.1f s: %.0f img/s on this %s",
                res->minibatches, t_train, res->images_per_s, g.dp ? "replica" : "virtual worker");
         if (o->emulate > 0)
@@ -1182,7 +1253,7 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         if (g.nvws > 1) /* every VW's (replica's) minibatches over this one's time */
             printf("; the job %.0f img/s",
                    t_train > 0
-                       ? (double)(g.dp ? my_mb * g.nvws : total_mb) * o->epochs * g.batch / t_train
+                       ? (double)res->minibatches * g.nvws * g.batch / t_train
                        : 0.0);
         printf("\nhetpipe: parameters hash %016" PRIx64 "\n", res->param_hash);
         fflush(stdout);

@@ -3,7 +3,9 @@
  *
  * Data: stage 0 reads Fashion-MNIST; VW v of N takes minibatches v, v + N, v + 2N, ... of a
  * seeded per-epoch permutation (the same permutation as hetpipe train), the last partial one
- * dropped. Labels travel with the activations, so only stage 0 reads the data set.
+ * dropped, and every VW the same number of them (floor(minibatches / N): the last
+ * minibatches % N are left out). Labels travel with the activations, so only stage 0 reads
+ * the data set.
  *
  * Messages (runtime/comm.h), between the ranks of neighbouring stages:
  *   ACTIVATION s -> s+1: the stage's output [batch, ...] floats, then batch int32 labels;
@@ -39,6 +41,10 @@
  * updates after the backward pass of a wave's last minibatch, and before the forward pass of
  * the first minibatch of wave C >= 2 waits until every VW has pushed wave C - 2 - D of its
  * units, pulls them and rebases. VW 0 evaluates on the global weights.
+ *
+ * Evaluation (at each epoch's end, and every --eval-every samples): VW 0 runs the test set;
+ * every other worker stops at the same point of its share and waits for stage 0 of VW 0's
+ * verdict (go on, or stop: --stop-at), so that nothing trains during an evaluation.
  *
  * The dp baseline (plan->grouping == HP_POLICY_DP, no PS shards): every VW is one stage with
  * the whole model, a replica. Replica r of R takes minibatch j R + r (size B) of the epoch's
@@ -86,6 +92,8 @@ struct hp_worker_opts {
                                     order, in PREFIX.<rank> (PS shards: their global weights) */
     long eval_every;             /* also evaluate about every N training samples of the job
                                     (0: after each epoch only) */
+    double stop_at;              /* percent: stop the job after the first evaluation at or above
+                                    this test accuracy (0: never) */
     int no_stash;                /* debug: backward uses the current weights (to show that the
                                     stashing test catches it) */
 };

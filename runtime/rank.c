@@ -47,6 +47,7 @@ static void usage(FILE *f)
         "  --metrics FILE --step-log FILE --weight-log PREFIX --stats FILE --trace PREFIX\n"
         "  --save-params PREFIX  write this rank's parameters (float32) to PREFIX.<rank>\n"
         "  --eval-every N     also evaluate about every N training samples of the job\n"
+        "  --stop-at P        stop after the first evaluation with test accuracy >= P %%\n"
         "  --no-stash         debug: backward passes use the current weights\n");
 }
 
@@ -176,6 +177,7 @@ int main(int argc, char **argv)
         O_TRACE,
         O_SAVE,
         O_EVERY,
+        O_STOPAT,
         O_NOSTASH
     };
     static const struct option opts[] = {
@@ -203,6 +205,7 @@ int main(int argc, char **argv)
         {"trace", required_argument, 0, O_TRACE},
         {"save-params", required_argument, 0, O_SAVE},
         {"eval-every", required_argument, 0, O_EVERY},
+        {"stop-at", required_argument, 0, O_STOPAT},
         {"no-stash", no_argument, 0, O_NOSTASH},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -313,6 +316,9 @@ int main(int argc, char **argv)
         case O_EVERY:
             if (!(rc = num("eval-every", optarg, 0, 1e9, &x)))
                 o.eval_every = (long)x;
+            break;
+        case O_STOPAT:
+            rc = num("stop-at", optarg, 0, 100, &o.stop_at);
             break;
         case O_NOSTASH:
             o.no_stash = 1;

@@ -123,7 +123,9 @@ equal_to_train() {
     run "$HETPIPE" run --local --policy ed --emulate off --epochs 2 --log-every 0
     echo "$output" | tail -5
     [ "$status" -eq 0 ]
-    [[ "$output" == *"this one of 4 stages, Nm 4"* ]]
+    # Nm 4 is fastest, Nm 3 within the default nm_tolerance (1% slower) and one update less
+    # stale: the planner takes 3 (it reached 89.98% here; Nm 4 88.43-88.51%)
+    [[ "$output" == *"this one of 4 stages, Nm 3"* ]]
     acc=$(echo "$output" | sed -n 's/^epoch 2\/2 test loss .* accuracy \([0-9.]*\)%.*/\1/p')
     awk -v a="$acc" 'BEGIN { exit !(a >= 88.0) }'
 }

@@ -63,9 +63,12 @@ check_rules() {
 }
 
 @test "WSP rules from traces: 4 VWs of one GPU, D 0, Nm 1, 65 minibatches an epoch for 2 epochs" {
-    # VW 0 runs one minibatch more each epoch: its last pulls must not wait for waves the
-    # others never push
+    # 65 does not split over 4 VWs: each trains 16 (one is left out), so that every VW pushes
+    # the same waves and no last pull waits for a wave another VW never pushes
     check_rules etc/clusters/local4.ini 4 0 1 4160 --epochs 2
+    for r in 0 1 2 3; do
+        [ "$(grep -c '^mb,' "$TMP/t.$r")" -eq 32 ]
+    done
 }
 
 @test "the trace checker fails on a wrong D, a corrupted record, a missing pull" {
@@ -168,4 +171,52 @@ converges() {
 
 @test "convergence: 4 VWs under np (demo: one type per node, 4 shards) reach >= 88% in 4 epochs" {
     converges demo np
+}
+
+@test "evaluation stops the world: a faster VW does not train on while VW 0 evaluates" {
+    # VW 0 (p4000) is 2.7x slower than VW 1 (titanv); with D 4, VW 1 runs up to 6 waves
+    # ahead, so without the wait it would train past every evaluation point during it
+    printf '[cluster]\nname = slowfirst\n[node1]\ngpus = p4000:1\n[node2]\ngpus = titanv:1\n' \
+        > "$TMP/slowfirst.ini"
+    traced "$TMP/slowfirst.ini" 4 1 --policy np --emulate 100 --train-limit 3840 \
+        --eval-every 1280 --test-limit 1000
+    # VW 1's minibatch at each evaluation point P (every 10 of its own) begins only after
+    # VW 0 has pulled the global weights for that evaluation (its k-th evalpull)
+    run python3 - "$TMP/t.0" "$TMP/t.1" <<'PY'
+import csv, sys
+rows0 = list(csv.DictReader(open(sys.argv[1])))
+rows1 = list(csv.DictReader(open(sys.argv[2])))
+evals = [float(r["t1"]) for r in rows0 if r["event"] == "evalpull"]
+starts = {int(r["minibatch"]): float(r["t0"]) for r in rows1 if r["event"] == "mb"}
+ahead = max(int(r["minibatch"]) for r in rows1 if r["event"] == "mb" and float(r["t0"]) < evals[0])
+print("evaluations at", evals, "; VW 1's last minibatch begun before the first:", ahead)
+for k, t in enumerate(evals[:-1]):  # the last one is the final evaluation
+    p = 10 * (k + 1)
+    assert starts[p] >= t, "VW 1 began minibatch %d at %.3f, before VW 0's evaluation %d at %.3f" % (p, starts[p], k, t)
+assert ahead == 9, ahead
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "--stop-at: every rank stops at the first evaluation at or above it (WSP, one VW, dp)" {
+    for case in "etc/clusters/local4.ini ed" "etc/clusters/demo.ini ed" "etc/clusters/demo.ini dp"; do
+        set -- $case
+        rm -f "$TMP"/s.* "$TMP/m.csv"
+        run "$HETPIPE" run --local --cluster "$1" --policy "$2" --emulate off --epochs 2 \
+            --eval-every 1280 --test-limit 500 --stop-at 70 --log-every 0 --stats "$TMP/s" \
+            --metrics "$TMP/m.csv"
+        echo "$output" | grep -v '^ ' | tail -4
+        [ "$status" -eq 0 ]
+        [[ "$output" == *"stopped: test accuracy "*" >= 70% (--stop-at)"* ]]
+        # the evaluations before the last are below 70%, the last is at or above it
+        awk -F, '$1 == "test" { n++; a[n] = $6 } END {
+            for (i = 1; i < n; i++) if (a[i] >= 0.70) exit 1
+            exit !(n >= 1 && a[n] >= 0.70) }' "$TMP/m.csv"
+        # every worker trained the same minibatches, fewer than its share of one epoch (234)
+        sed -n 's/^minibatches = //p' "$TMP"/s.* | sort -u > "$TMP/mb"
+        cat "$TMP/mb"
+        [ "$(wc -l < "$TMP/mb")" -eq 1 ]
+        [ "$(cat "$TMP/mb")" -lt 234 ]
+    done
 }

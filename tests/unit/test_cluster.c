@@ -81,6 +81,7 @@ START_TEST(defaults_and_case)
     ck_assert_double_eq(db.intra_latency_us, 10.0);
     ck_assert_double_eq(db.inter_latency_us, 20.0);
     ck_assert_double_eq(db.efficiency, 0.5);
+    ck_assert_double_eq(db.nm_tolerance, 0.05);
     hp_gpudb_release(&db);
 }
 END_TEST
@@ -127,6 +128,8 @@ static const struct bad bad_confs[] = {
     {TITANV "[links]\ninter_node_gbs = 0\n", {"[links]", "key 'inter_node_gbs'", NULL}},
     {TITANV "[links]\nintra_node_gb = 10\n", {"[links]", "unknown key 'intra_node_gb'", NULL}},
     {TITANV "[planner]\nefficiency = 1.5\n", {"[planner]", "key 'efficiency'", "out of range"}},
+    {TITANV "[planner]\nnm_tolerance = 1\n", {"[planner]", "key 'nm_tolerance'", "out of range"}},
+    {TITANV "[planner]\nnm_tolerance = -0.1\n", {"[planner]", "key 'nm_tolerance'", NULL}},
     {"[gpu.titanv]\nmemory_gib = 12\ntflops = 14.9\nbandwidth_gbs = 1\n",
      {"[gpu.titanv]", "missing required key 'compute_capability'", NULL}},
     {"[gpu.titanv]\nmemory_gib = 12\ntflops = 14.9\nbandwidth_gbs = 1\ncompute_capability = 7\n",

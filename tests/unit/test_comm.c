@@ -356,6 +356,33 @@ START_TEST(recv_times_out)
 }
 END_TEST
 
+/* A receive that waits does not spin: after a short poll it sleeps on UCX's event fd, so
+ * ranks sharing cores leave them to the ones that compute (before, polling with sched_yield
+ * took a whole core for as long as the wait). */
+START_TEST(waiting_recv_sleeps)
+{
+    struct hp_comm *comm;
+    struct hp_msg_header h;
+    struct timespec c0, c1;
+    double t0, wall, cpu;
+    int ret;
+
+    ck_assert_int_eq(hp_comm_create(0, 1, job_token, &comm), 0);
+    t0 = hp_now_s();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    test_capture_begin();
+    ret = hp_comm_recv(comm, 0, HP_MSG_CONTROL, &h, NULL, 0, 1000);
+    test_capture_end();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    wall = hp_now_s() - t0;
+    cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    ck_assert_int_eq(ret, -HP_ETIMEOUT);
+    ck_assert_msg(wall >= 0.99, "the wait took %.3f s", wall);
+    ck_assert_msg(cpu < 0.1 * wall, "a 1 s wait used %.3f s of CPU", cpu);
+    hp_comm_destroy(comm);
+}
+END_TEST
+
 /* A message that is already waiting when the receive is posted (the receive completes at
  * once inside UCX) is returned whole, with its header and tag (openucx/ucx#9425: UCX 1.13
  * leaves the tag info of an immediate completion unfilled). */
@@ -425,6 +452,7 @@ Suite *suite_comm(void)
     tcase_add_test(t, two_ranks_shared_memory);
     tcase_add_test(t, two_ranks_tcp_loopback);
     tcase_add_test(t, recv_times_out);
+    tcase_add_test(t, waiting_recv_sleeps);
     tcase_add_test(t, wrong_token_refused);
     tcase_add_test(t, recv_of_waiting_message);
     suite_add_tcase(s, t);

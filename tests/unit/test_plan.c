@@ -128,6 +128,34 @@ START_TEST(vws_share_one_wave)
 }
 END_TEST
 
+/* Nm is the smallest whose rate is within the site's nm_tolerance of the best: on demo under
+ * ed (CNN at 64) Nm 4 is fastest, Nm 3 within 5% of it, Nm 1 far slower. */
+START_TEST(nm_within_tolerance)
+{
+    struct setup s;
+    struct hp_plan_opts o = {.policy = HP_POLICY_ED, .placement = HP_PLACEMENT_LOCAL, .batch = 64};
+    struct hp_plan p;
+    double rate[3];
+    const double tol[3] = {0.0, 0.05, 0.99};
+    const int want[3] = {4, 3, 1};
+
+    setup(&s, "demo", "cnn", 64);
+    for (int i = 0; i < 3; i++) {
+        s.db.nm_tolerance = tol[i];
+        ck_assert_int_eq(hp_plan_compute(&s.cost, &s.cl, &o, &p), 0);
+        ck_assert_int_eq(p.nvws, 1);
+        ck_assert_msg(p.vws[0].nm == want[i], "tolerance %g: Nm %d, expected %d", tol[i],
+                      p.vws[0].nm, want[i]);
+        rate[i] = p.rate;
+        hp_plan_release(&p);
+    }
+    ck_assert_double_lt(rate[1], rate[0]);
+    ck_assert_double_ge(rate[1], 0.95 * rate[0]);
+    ck_assert_double_lt(rate[2], 0.95 * rate[0]);
+    teardown(&s);
+}
+END_TEST
+
 /* On the paper's cluster: ed makes 4 identical VWs, one GPU of each node; np one VW per
  * node; local placement sends no bytes across nodes under ed, default does. dp leaves out
  * the GPUs that cannot hold VGG-19. */
@@ -461,6 +489,7 @@ Suite *suite_plan(void)
     tcase_add_loop_test(t, auto_beats_fixed_policies, 0,
                         (int)(sizeof(clusters) / sizeof(clusters[0])));
     tcase_add_test(t, vws_share_one_wave);
+    tcase_add_test(t, nm_within_tolerance);
     tcase_add_test(t, paper_policies);
     tcase_add_test(t, planfile_round_trip);
     tcase_add_loop_test(t, planfile_rejects_inconsistent, 0,
