@@ -36,9 +36,22 @@ fi
 
 echo "== CLI tests (bats)"
 if command -v bats > /dev/null 2>&1; then
-    bats --tap "$here"/*.bats > "$log/bats.out" 2>&1
+    bats --tap --timing "$here"/*.bats > "$log/bats.out" 2>&1
     grep -E '^(not ok|ok)' "$log/bats.out" | sed 's/^/  /'
-    grep -E '^#' "$log/bats.out" | head -40
+    # what passing tests print on fd 3 (figures) comes before their "ok" line
+    awk '/^(not )?ok /{bad = /^not ok /; next} /^#/ && !bad' "$log/bats.out" | head -60
+    # each failing test's output (bats prints it after the "not ok" line), its last 150 lines,
+    # then where each failed: the end of this log is what a CI summary shows
+    awk 'function flush(  i) {
+             print "== " hdr
+             for (i = n > 150 ? n - 150 : 0; i < n; i++) print buf[i]
+         }
+         /^not ok /{if (bad) flush(); bad = 1; n = 0; hdr = $0; next}
+         /^ok /{if (bad) flush(); bad = 0; next}
+         bad {buf[n++] = $0}
+         END {if (bad) flush()}' "$log/bats.out"
+    awk '/^not ok /{t = $0; next} /^# \(in test file/{print "  " t ": " substr($0, 3)}
+         /^#   `.*'"'"' failed/{print "    " substr($0, 5)}' "$log/bats.out"
     p=$(grep '^ok' "$log/bats.out" | grep -vc '# skip')
     k=$(grep '^ok' "$log/bats.out" | grep -c '# skip')
     f=$(grep -c '^not ok' "$log/bats.out")
