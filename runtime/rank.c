@@ -51,6 +51,45 @@ static void usage(FILE *f)
         "  --no-stash         debug: backward passes use the current weights\n");
 }
 
+/* The shutdown watchdog. Once a rank's work is over (done or failed), closing its connections
+ * and PMIx_Finalize must not keep it alive: a rank that lingers holds its job's allocation
+ * until Slurm's time limit. Each connection closes within 2 x CLOSE_TIMEOUT_MS (comm.c), so
+ * the bound allows 4 s a peer and at least 60 s; past it the rank says which phase did not
+ * end and exits with its work's status. The messages are built before the alarm is set: the
+ * handler only write()s and _exit()s (async-signal-safe). */
+static char wd_msg[2][256];
+static int wd_len[2];
+static volatile sig_atomic_t wd_phase, wd_status;
+
+static void wd_expired(int sig)
+{
+    ssize_t n = write(STDERR_FILENO, wd_msg[wd_phase], (size_t)wd_len[wd_phase]);
+    (void)sig;
+    (void)n;
+    _exit(wd_status);
+}
+
+static void wd_arm(long rank, int nranks, int status)
+{
+    static const char *const phase[2] = {"closing its connections", "PMIx_Finalize"};
+    const unsigned s = nranks * 4 > 60 ? (unsigned)nranks * 4 : 60;
+    struct sigaction sa = {0};
+
+    for (int i = 0; i < 2; i++) {
+        int n = snprintf(wd_msg[i], sizeof(wd_msg[i]),
+                         "hetpipe-rank: error: rank %ld: shutdown stuck in %s for %u s; exiting "
+                         "(status %d)\n",
+                         rank, phase[i], s, status);
+        wd_len[i] = n < 0 ? 0 : n >= (int)sizeof(wd_msg[i]) ? (int)sizeof(wd_msg[i]) - 1 : n;
+    }
+    wd_phase = 0;
+    wd_status = status;
+    sa.sa_handler = wd_expired;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(s);
+}
+
 static int num(const char *opt, const char *v, double min, double max, double *out)
 {
     if (hp_parse_double(v, min, max, out)) {
@@ -454,8 +493,12 @@ int main(int argc, char **argv)
         rc = hp_worker_run(&plan, &cl, &db, model, (int)rank, comm, &o, &res);
 out:
     free(binding);
+    if (comm || boot)
+        wd_arm(rank, plan.nranks, rc ? 1 : 0);
     hp_comm_destroy(comm);
+    wd_phase = 1;
     hp_boot_close(boot);
+    alarm(0);
     hp_model_destroy(model);
     hp_plan_release(&plan);
     hp_cluster_release(&cl);
