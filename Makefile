@@ -66,17 +66,37 @@ CHECK_CFLAGS    := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS      := $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lm -lrt -lpthread)
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
-HP_CFLAGS := -std=c11 -D_GNU_SOURCE -O3 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
-             -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS) -DHP_HAVE_CUDA=$(HAVE_CUDA) \
-             -DHP_HAVE_SLURM=$(HP_SLURM) -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -O3 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
+               -DHP_HAVE_CUDA=$(HAVE_CUDA) -DHP_HAVE_SLURM=$(HP_SLURM) -DHP_DATADIR='"$(DATADIR)"' \
+               -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
 HP_LDFLAGS := $(SANFLAGS)
-HP_LIBS    := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) $(SLURM_LIBS) -liniparser -lz -lm -lpthread
 
-COMMON_SRCS  := common/error.c common/log.c common/ini.c common/gpudb.c common/jobopts.c
-RUNTIME_SRCS := runtime/backend.c runtime/backend_cpu.c runtime/layers.c runtime/model.c \
-                runtime/net.c runtime/data.c runtime/train.c runtime/comm.c runtime/pipeline.c runtime/bootstrap.c runtime/ps.c runtime/allreduce.c runtime/binding.c \
-                launcher/cost.c launcher/partition.c launcher/plan.c launcher/planfile.c launcher/cluster.c \
-                launcher/profile.c launcher/slurm.c
+# Three layers that point one way (ARCHITECTURE.md): common/ (libc and iniparser only) below
+# runtime/ (the ranks) and launcher/ (the hetpipe command, which may run runtime code in
+# process). Each layer is compiled with only its own and lower layers' include directories,
+# so an include that points up does not build; tests/layering.sh checks the rest.
+COMMON_INC   := -Icommon
+RUNTIME_INC  := -Icommon -Iruntime $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS)
+LAUNCHER_INC := $(RUNTIME_INC) -Ilauncher
+$(BUILD)/common/%.o:   LAYER_INC = $(COMMON_INC)
+$(BUILD)/runtime/%.o:  LAYER_INC = $(RUNTIME_INC)
+$(BUILD)/launcher/%.o: LAYER_INC = $(LAUNCHER_INC)
+$(BUILD)/tests/%.o:    LAYER_INC = $(LAUNCHER_INC)
+HP_CFLAGS = $(BASE_CFLAGS) $(LAYER_INC)
+
+COMMON_LIBS   := -liniparser -lm
+RUNTIME_LIBS  := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -lz -lpthread
+LAUNCHER_LIBS := $(SLURM_LIBS)
+
+# libc only: what the SPANK plugin links (it runs inside slurmstepd)
+COMMON_LIBC_SRCS := common/error.c common/parse.c common/jobopts.c common/binding.c
+COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/ini.c common/gpudb.c common/layers.c \
+                 common/model.c common/cluster.c common/plan.c common/planfile.c
+RUNTIME_SRCS  := runtime/backend.c runtime/backend_cpu.c runtime/net.c runtime/data.c \
+                 runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
+                 runtime/pipeline.c runtime/ps.c
+LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
+                 launcher/slurm.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
 
 ifeq ($(HAVE_CUDA),1)
@@ -86,19 +106,28 @@ ifeq ($(HAVE_CUDA),1)
                  -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) \
                  -DHP_HAVE_CUDA=1 -MMD -MP
   CUDA_OBJS   := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
-  HP_CFLAGS   += -I$(CUDA_HOME)/include
-  HP_LIBS     += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++
+  RUNTIME_INC += -I$(CUDA_HOME)/include
+  RUNTIME_LIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++
 else
   RUNTIME_SRCS += runtime/backend_cuda_none.c
   CUDA_OBJS :=
 endif
 
-LIB_OBJS := $(COMMON_SRCS:%.c=$(BUILD)/%.o) $(RUNTIME_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
-LIB      := $(BUILD)/libhetpipe.a
+COMMON_LIB   := $(BUILD)/libhp_common.a
+RUNTIME_LIB  := $(BUILD)/libhp_runtime.a
+LAUNCHER_LIB := $(BUILD)/libhp_launcher.a
+COMMON_OBJS  := $(COMMON_SRCS:%.c=$(BUILD)/%.o)
+RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
+LAUNCHER_LIB_OBJS := $(LAUNCHER_LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_OBJS := $(COMMON_OBJS) $(RUNTIME_OBJS) $(LAUNCHER_LIB_OBJS)
+# link lines: a program of a layer links that layer's archive and those below
+RANK_LINK  = $(RUNTIME_LIB) $(COMMON_LIB) $(RUNTIME_LIBS) $(COMMON_LIBS)
+ALL_LINK   = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(RUNTIME_LIBS) $(COMMON_LIBS)
+ALL_ARCHIVES := $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB)
 
 LAUNCHER_SRCS := launcher/hetpipe.c launcher/launch.c launcher/doctor.c
 # hetpipe doctor names the installed plugin in the plugstack.conf line it suggests
-$(BUILD)/launcher/doctor.o: HP_CFLAGS += -DHP_SLURM_PLUGINDIR='"$(SLURM_PLUGINDIR)"'
+$(BUILD)/launcher/doctor.o: BASE_CFLAGS += -DHP_SLURM_PLUGINDIR='"$(SLURM_PLUGINDIR)"'
 HETPIPE       := $(BUILD)/hetpipe
 HETPIPE_RANK  := $(BUILD)/hetpipe-rank
 
@@ -132,46 +161,53 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(LIB): $(LIB_OBJS)
+$(COMMON_LIB): $(COMMON_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+$(RUNTIME_LIB): $(RUNTIME_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+$(LAUNCHER_LIB): $(LAUNCHER_LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(HETPIPE): $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+$(HETPIPE): $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
-$(HETPIPE_RANK): $(BUILD)/runtime/rank.o $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+# the rank program: the runtime and common layers only (no planner, no libslurm)
+$(HETPIPE_RANK): $(BUILD)/runtime/rank.o $(RUNTIME_LIB) $(COMMON_LIB)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(RANK_LINK)
 
 # The unit tests count allocations (tests/unit/util.c) by wrapping the allocator.
 WRAP_ALLOC := $(foreach f,malloc calloc realloc posix_memalign,-Wl,--wrap=$(f))
-$(UNIT_TESTS): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) $(WRAP_ALLOC) -o $@ $^ $(CHECK_LIBS) $(HP_LIBS)
+$(UNIT_TESTS): $(UNIT_SRCS:%.c=$(BUILD)/%.o) $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) $(WRAP_ALLOC) -o $@ $(filter %.o,$^) $(CHECK_LIBS) $(ALL_LINK)
 
 $(BUILD)/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(HP_CFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -c $< -o $@
 
-$(GPU_CHECK): $(BUILD)/tests/gpu/check_ops.o $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+$(GPU_CHECK): $(BUILD)/tests/gpu/check_ops.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
-$(BENCH_CPU): $(BUILD)/tests/bench/train_cpu.o $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+$(BENCH_CPU): $(BUILD)/tests/bench/train_cpu.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
-$(TORCH_REF): $(BUILD)/tests/bench/torch_ref.o $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+$(TORCH_REF): $(BUILD)/tests/bench/torch_ref.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
-$(BENCH_PLANS): $(BUILD)/tests/bench/plans.o $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+$(BENCH_PLANS): $(BUILD)/tests/bench/plans.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
 # Activation transfer bandwidth against ucx_perftest: run by hand (sh tests/bench/transfer).
 BENCH_COMM_BW := $(BUILD)/tests/bench_comm_bw
 ALL_OBJS += $(BUILD)/tests/bench/comm_bw.o
 all: $(BENCH_COMM_BW)
-$(BENCH_COMM_BW): $(BUILD)/tests/bench/comm_bw.o $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+$(BENCH_COMM_BW): $(BUILD)/tests/bench/comm_bw.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
-$(BOOT_CHECK): $(BUILD)/tests/boot_check.o $(LIB)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $^ $(HP_LIBS)
+$(BOOT_CHECK): $(BUILD)/tests/boot_check.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
 # ---- SPANK plugin -------------------------------------------------------------------------
 # spank_hetpipe.so, built where Slurm's spank.h is installed: spank/spank_hetpipe.c and the
@@ -182,7 +218,7 @@ SPANK_HEADER := /usr/include/slurm/spank.h
 SPANK_H      := $(wildcard $(SPANK_HEADER))
 HAVE_SPANK   := $(if $(SPANK_H),1,0)
 SPANK_SO     := $(BUILD)/spank_hetpipe.so
-SPANK_OBJS   := $(BUILD)/spank/spank_hetpipe.o $(BUILD)/spank/jobopts.o
+SPANK_OBJS   := $(BUILD)/spank/spank_hetpipe.o $(COMMON_LIBC_SRCS:common/%.c=$(BUILD)/spank/%.o)
 SPANK_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden $(WARN) $(WERROR) -Icommon \
                 -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
 ifeq ($(HAVE_SPANK),1)
@@ -192,7 +228,7 @@ endif
 $(BUILD)/spank/spank_hetpipe.o: spank/spank_hetpipe.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SPANK_CFLAGS) $(CFLAGS) -c $< -o $@
-$(BUILD)/spank/jobopts.o: common/jobopts.c
+$(BUILD)/spank/%.o: common/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SPANK_CFLAGS) $(CFLAGS) -c $< -o $@
 $(SPANK_SO): $(SPANK_OBJS) spank/spank_hetpipe.map

@@ -3,6 +3,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "parse.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -312,40 +313,6 @@ int hp_ini_get_str(const struct hp_ini *ini, const char *section, const char *ke
         *out = def;
         return 0;
     }
-    *out = v;
-    return 0;
-}
-
-int hp_parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    long v;
-
-    if (!s || !*s)
-        return -HP_EINVAL;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (end == s || *end != '\0')
-        return -HP_EINVAL;
-    if (errno == ERANGE || v < min || v > max)
-        return -HP_ERANGE;
-    *out = v;
-    return 0;
-}
-
-int hp_parse_double(const char *s, double min, double max, double *out)
-{
-    char *end;
-    double v;
-
-    if (!s || !*s)
-        return -HP_EINVAL;
-    errno = 0;
-    v = strtod(s, &end);
-    if (end == s || *end != '\0' || isnan(v) || isinf(v))
-        return -HP_EINVAL;
-    if (errno == ERANGE || v < min || v > max)
-        return -HP_ERANGE;
     *out = v;
     return 0;
 }

@@ -53,9 +53,4 @@ int hp_ini_get_bool(const struct hp_ini *ini, const char *section, const char *k
 int hp_ini_get_enum(const struct hp_ini *ini, const char *section, const char *key, int required,
                     int def, const char *const *words, int *out);
 
-/* Strict number parsing, also used for command-line options: the whole string must be a
- * number. Return 0 or -HP_EINVAL (not a number) or -HP_ERANGE (outside [min, max]). */
-int hp_parse_long(const char *s, long min, long max, long *out);
-int hp_parse_double(const char *s, double min, double max, double *out);
-
 #endif

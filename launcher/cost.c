@@ -10,12 +10,14 @@
 
 static void refresh(struct hp_cost *c, int type)
 {
-    double *p = c->prefix + (size_t)type * (c->nunits + 1);
+    double *pf = c->prefix_fwd + (size_t)type * (c->nunits + 1);
+    double *pb = c->prefix_bwd + (size_t)type * (c->nunits + 1);
 
-    p[0] = 0.0;
-    for (int u = 0; u < c->nunits; u++)
-        p[u + 1] =
-            p[u] + c->fwd_s[(size_t)type * c->nunits + u] + c->bwd_s[(size_t)type * c->nunits + u];
+    pf[0] = pb[0] = 0.0;
+    for (int u = 0; u < c->nunits; u++) {
+        pf[u + 1] = pf[u] + c->fwd_s[(size_t)type * c->nunits + u];
+        pb[u + 1] = pb[u] + c->bwd_s[(size_t)type * c->nunits + u];
+    }
 }
 
 int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gpudb *db, int batch)
@@ -28,13 +30,14 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->ntypes = db->ntypes;
     c->fwd_s = calloc((size_t)c->ntypes * c->nunits, sizeof(double));
     c->bwd_s = calloc((size_t)c->ntypes * c->nunits, sizeof(double));
-    c->prefix = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
+    c->prefix_fwd = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
+    c->prefix_bwd = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
     c->p_params = calloc((size_t)c->nunits + 1, sizeof(double));
     c->p_state = calloc((size_t)c->nunits + 1, sizeof(double));
     c->p_saved = calloc((size_t)c->nunits + 1, sizeof(double));
     c->max_ws = calloc((size_t)c->nunits * c->nunits, sizeof(double));
     c->max_tensor = calloc((size_t)c->nunits * c->nunits, sizeof(double));
-    if (!c->fwd_s || !c->bwd_s || !c->prefix || !c->p_params || !c->p_state || !c->p_saved ||
+    if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_params || !c->p_state || !c->p_saved ||
         !c->max_ws || !c->max_tensor) {
         hp_cost_release(c);
         return -HP_ENOMEM;
@@ -87,13 +90,14 @@ void hp_cost_release(struct hp_cost *c)
 {
     free(c->fwd_s);
     free(c->bwd_s);
-    free(c->prefix);
+    free(c->prefix_fwd);
+    free(c->prefix_bwd);
     free(c->p_params);
     free(c->p_state);
     free(c->p_saved);
     free(c->max_ws);
     free(c->max_tensor);
-    c->fwd_s = c->bwd_s = c->prefix = NULL;
+    c->fwd_s = c->bwd_s = c->prefix_fwd = c->prefix_bwd = NULL;
     c->p_params = c->p_state = c->p_saved = c->max_ws = c->max_tensor = NULL;
 }
 
@@ -104,11 +108,23 @@ void hp_cost_set(struct hp_cost *c, int type, int unit, double fwd_s, double bwd
     refresh(c, type);
 }
 
-double hp_cost_stage_time(const struct hp_cost *c, int type, int u0, int u1)
+double hp_cost_stage_fwd(const struct hp_cost *c, int type, int u0, int u1)
 {
-    const double *p = c->prefix + (size_t)type * (c->nunits + 1);
+    const double *p = c->prefix_fwd + (size_t)type * (c->nunits + 1);
 
     return p[u1] - p[u0];
+}
+
+double hp_cost_stage_bwd(const struct hp_cost *c, int type, int u0, int u1)
+{
+    const double *p = c->prefix_bwd + (size_t)type * (c->nunits + 1);
+
+    return p[u1] - p[u0];
+}
+
+double hp_cost_stage_time(const struct hp_cost *c, int type, int u0, int u1)
+{
+    return hp_cost_stage_fwd(c, type, u0, u1) + hp_cost_stage_bwd(c, type, u0, u1);
 }
 
 double hp_cost_boundary_bytes(const struct hp_cost *c, int u)

@@ -25,7 +25,8 @@ struct hp_cost {
     int batch;
     int nunits, ntypes;
     double *fwd_s, *bwd_s; /* [ntypes x nunits], seconds per minibatch */
-    double *prefix;        /* [ntypes x (nunits + 1)]: prefix sums of fwd + bwd */
+    double *prefix_fwd;    /* [ntypes x (nunits + 1)]: prefix sums of fwd_s */
+    double *prefix_bwd;    /* and of bwd_s */
     /* for O(1) stage memory: prefix sums of parameter, state and saved bytes per sample, and
      * [nunits x nunits] maxima over unit ranges of workspace and of the largest tensor */
     double *p_params, *p_state, *p_saved;
@@ -40,7 +41,10 @@ void hp_cost_release(struct hp_cost *c);
 /* Replace the estimate of (type, unit) by a measurement, and refresh the prefix sums. */
 void hp_cost_set(struct hp_cost *c, int type, int unit, double fwd_s, double bwd_s);
 
-/* Forward + backward seconds of units [u0, u1) on `type`, for one minibatch. */
+/* Forward, backward, and forward + backward seconds of units [u0, u1) on `type`, for one
+ * minibatch (the sum of the first two, exactly). */
+double hp_cost_stage_fwd(const struct hp_cost *c, int type, int u0, int u1);
+double hp_cost_stage_bwd(const struct hp_cost *c, int type, int u0, int u1);
 double hp_cost_stage_time(const struct hp_cost *c, int type, int u0, int u1);
 
 /* Bytes that cross the boundary after unit u (its output activation for the minibatch; the

@@ -21,7 +21,7 @@
 #include "gpudb.h"
 #include "jobopts.h"
 #include "log.h"
-#include "plan.h"
+#include "planner.h"
 #include "planfile.h"
 #include "slurm.h"
 
@@ -309,7 +309,7 @@ static int make_layout(const struct hp_plan *p, const struct hp_cluster *cl,
                 if (strcasecmp(cl->nodes[g->node].name, node) != 0)
                     continue;
                 struct hp_binding *e = &L->b[L->ntasks];
-                *e = (struct hp_binding){.task = L->ntasks, .rank = r, .device = g->index};
+                *e = (struct hp_binding){.task = L->ntasks, .device = g->index};
                 snprintf(e->node, sizeof(e->node), "%s", node);
                 snprintf(e->role, sizeof(e->role), "vw%d.stage%d", v, s);
                 L->ntasks++;
@@ -319,8 +319,7 @@ static int make_layout(const struct hp_plan *p, const struct hp_cluster *cl,
             if (strcasecmp(cl->nodes[s].name, node) != 0)
                 continue;
             struct hp_binding *e = &L->b[L->ntasks];
-            *e = (struct hp_binding){
-                .task = L->ntasks, .rank = p->nranks - p->nshards + s, .device = -1};
+            *e = (struct hp_binding){.task = L->ntasks, .device = -1};
             snprintf(e->node, sizeof(e->node), "%s", node);
             snprintf(e->role, sizeof(e->role), "ps%d", s);
             L->ntasks++;
@@ -537,7 +536,15 @@ int hp_cmd_launch(int argc, char **argv)
         rc = 0;
         goto out;
     }
-    if (hp_binding_save(bind_path, L.b, L.ntasks) || write_hostfile(host_path, &L)) {
+    {
+        char err[1200];
+        if (hp_binding_write(bind_path, L.b, L.ntasks, err, sizeof(err))) {
+            hp_error("launch: %s", err);
+            rc = 1;
+            goto out;
+        }
+    }
+    if (write_hostfile(host_path, &L)) {
         rc = 1;
         goto out;
     }

@@ -29,16 +29,22 @@ static double boundary(const struct hp_cost *c, const struct hp_cluster *cl, int
     return hp_cost_transfer(hp_cost_boundary_bytes(c, u), link_gbs(cl, a, b), link_lat(cl, a, b));
 }
 
+/* The seconds stage s of an order spends sending its activation forward and the gradient of
+ * its input back (0 at the ends of the pipeline). */
+static void stage_sends(const struct hp_cost *c, const struct hp_cluster *cl, const int *order,
+                        int k, int s, int u0, int u1, double *send, double *back)
+{
+    *send = s + 1 < k ? boundary(c, cl, order[s], order[s + 1], u1 - 1) : 0.0;
+    *back = s > 0 ? boundary(c, cl, order[s - 1], order[s], u0 - 1) : 0.0;
+}
+
 double hp_partition_stage_cost(const struct hp_cost *c, const struct hp_cluster *cl,
                                const int *order, int k, int s, int u0, int u1)
 {
-    double t = hp_cost_stage_time(c, cl->gpus[order[s]].type, u0, u1);
+    double send, back;
 
-    if (s + 1 < k)
-        t += boundary(c, cl, order[s], order[s + 1], u1 - 1); /* activation out */
-    if (s > 0)
-        t += boundary(c, cl, order[s - 1], order[s], u0 - 1); /* gradient of the input back */
-    return t;
+    stage_sends(c, cl, order, k, s, u0, u1, &send, &back);
+    return hp_cost_stage_time(c, cl->gpus[order[s]].type, u0, u1) + (send + back);
 }
 
 /* Minibatches stage s keeps between forward and backward in one-forward-one-backward with
@@ -61,9 +67,13 @@ int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,
         order[s] = vw->stages[s].gpu;
     for (int s = 0; s < k; s++) {
         struct hp_stage_plan *st = &vw->stages[s];
-        const double cost = hp_partition_stage_cost(c, cl, order, k, s, st->u0, st->u1);
-        st->compute_s = hp_cost_stage_time(c, cl->gpus[st->gpu].type, st->u0, st->u1);
-        st->transfer_s = cost - st->compute_s;
+        const int type = cl->gpus[st->gpu].type;
+        st->fwd_s = hp_cost_stage_fwd(c, type, st->u0, st->u1);
+        st->bwd_s = hp_cost_stage_bwd(c, type, st->u0, st->u1);
+        stage_sends(c, cl, order, k, s, st->u0, st->u1, &st->send_s, &st->send_back_s);
+        st->compute_s = st->fwd_s + st->bwd_s;
+        st->transfer_s = st->send_s + st->send_back_s;
+        const double cost = st->compute_s + st->transfer_s;
         st->in_flight = in_flight(vw->nm, k, s);
         st->memory = hp_cost_stage_memory(c, st->u0, st->u1, st->in_flight, s == 0);
         st->capacity = capacity(cl, c, st->gpu);
@@ -72,8 +82,7 @@ int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,
         if (cost > bottleneck)
             bottleneck = cost;
         round += st->compute_s;
-        if (s + 1 < k)
-            round += 2.0 * boundary(c, cl, order[s], order[s + 1], st->u1 - 1);
+        round += 2.0 * st->send_s; /* the activation forward, its gradient back */
     }
     vw->bottleneck_s = bottleneck;
     vw->round_s = round;

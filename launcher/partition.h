@@ -23,27 +23,9 @@
 
 #include "cluster.h"
 #include "cost.h"
+#include "plan.h"
 
-#define HP_MAX_VW_GPUS 64
 #define HP_PARTITION_EXHAUSTIVE 5
-
-struct hp_stage_plan {
-    int gpu;           /* index into the cluster's gpus */
-    int u0, u1;        /* units [u0, u1) */
-    int in_flight;     /* minibatches (and weight versions) kept */
-    double compute_s;  /* forward + backward of one minibatch */
-    double transfer_s; /* sending its activation forward and its input gradient back */
-    double memory;     /* bytes, by the memory model */
-    double capacity;   /* bytes of the GPU */
-};
-
-struct hp_vw_plan {
-    int nstages;
-    struct hp_stage_plan stages[HP_MAX_VW_GPUS];
-    int nm;
-    double bottleneck_s, round_s;
-    double rate; /* images per second */
-};
 
 /* Plan one VW made of gpus[0..n) (cluster indices). nm_fixed > 0 forces Nm; otherwise Nm is
  * searched in 1..nm_max. Returns 0, -HP_EINVAL (more GPUs than units, n or Nm out of range;

@@ -4,7 +4,6 @@
 
 #include "allreduce.h"
 #include "backend.h"
-#include "cost.h"
 #include "data.h"
 #include "error.h"
 #include "log.h"
@@ -50,8 +49,8 @@ struct stage {
 
     struct hp_backend *be;
     struct hp_net *net;
-    struct hp_cost cost;
-    double fwd_cost, bwd_cost;    /* emulated seconds per pass (S x the model), 0: off */
+    const char *type_name;        /* the stage's GPU type */
+    double fwd_cost, bwd_cost;    /* emulated seconds per pass (S x the plan's), 0: off */
     double xfer_next, xfer_prev;  /* emulated seconds per send forward / back */
     size_t in_floats, out_floats; /* per minibatch */
     size_t nparams;
@@ -110,14 +109,6 @@ static void pad(struct stage *g, double t0, double target)
 static double planned_rate(const struct stage *g)
 {
     return g->dp ? g->plan->rate / g->nvws : g->plan->vws[g->v].rate;
-}
-
-static double link_time(const struct stage *g, int other_gpu, double bytes)
-{
-    const int same = g->cl->gpus[g->st->gpu].node == g->cl->gpus[other_gpu].node;
-
-    return hp_cost_transfer(bytes, same ? g->cl->intra_node_gbs : g->cl->inter_node_gbs,
-                            same ? g->cl->intra_latency_us : g->cl->inter_latency_us);
 }
 
 static int sync_compute(struct stage *g, double t0)
@@ -732,28 +723,17 @@ static int setup(struct stage *g)
     return 0;
 }
 
-static int emulation_setup(struct stage *g, const struct hp_gpudb *db)
+/* Emulation (S > 0): each pass and send padded to S x the plan's seconds for this stage. */
+static void emulation_setup(struct stage *g)
 {
     const double S = g->o->emulate;
-    const struct hp_vw_plan *vw = &g->plan->vws[g->v];
-    int rc;
 
     if (S <= 0.0)
-        return 0;
-    rc = hp_cost_init(&g->cost, g->model, db, g->batch);
-    if (rc)
-        return rc;
-    for (int u = g->st->u0; u < g->st->u1; u++) {
-        g->fwd_cost += S * g->cost.fwd_s[(size_t)g->type * g->cost.nunits + u];
-        g->bwd_cost += S * g->cost.bwd_s[(size_t)g->type * g->cost.nunits + u];
-    }
-    if (g->next >= 0)
-        g->xfer_next = S * link_time(g, vw->stages[g->s + 1].gpu,
-                                     hp_cost_boundary_bytes(&g->cost, g->st->u1 - 1));
-    if (g->prev >= 0)
-        g->xfer_prev = S * link_time(g, vw->stages[g->s - 1].gpu,
-                                     hp_cost_boundary_bytes(&g->cost, g->st->u0 - 1));
-    return 0;
+        return;
+    g->fwd_cost = S * g->st->fwd_s;
+    g->bwd_cost = S * g->st->bwd_s;
+    g->xfer_next = S * g->st->send_s;
+    g->xfer_prev = S * g->st->send_back_s;
 }
 
 /* The synchronisation across VWs: the PS client (WSP) or, for dp, the allreduce group of the
@@ -823,8 +803,6 @@ static void teardown(struct stage *g)
     free(g->stash_version);
     hp_net_destroy(g->net);
     hp_backend_destroy(g->be);
-    if (g->cost.model)
-        hp_cost_release(&g->cost);
     hp_dataset_release(&g->train);
     hp_dataset_release(&g->test);
     free(g->perm);
@@ -898,7 +876,7 @@ static int write_stats(const struct stage *g, const struct hp_worker_result *r)
             "%d\nemulate = %.9g\nminibatches = %ld\ntrain_s = %.6f\ncompute_s = %.6f\npad_s = "
             "%.6f\ncomm_s = %.6f\nother_s = %.6f\nimages_per_s = %.3f\npredicted_images_per_s = "
             "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\ntest_acc = %.6f\ncpu_share = %.6f\n",
-            g->rank, g->v, g->s, g->k, g->cost.db ? g->cost.db->types[g->type].name : "-",
+            g->rank, g->v, g->s, g->k, g->type_name,
             g->st->u0, g->st->u1 - 1, g->w, g->o->emulate, r->minibatches, r->train_s, r->compute_s,
             r->pad_s, r->comm_s, r->other_s, r->images_per_s, planned_rate(g), r->mem_peak,
             r->mem_predicted, r->test_acc, cpu_share(g, r));
@@ -1045,12 +1023,11 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         return -HP_EINVAL;
     }
     rc = setup(&g);
-    if (!rc)
-        rc = emulation_setup(&g, db);
-    if (!rc && !g.cost.model) /* the cost model also names the type in the stats */
-        rc = hp_cost_init(&g.cost, model, db, g.batch);
-    if (!rc)
+    if (!rc) {
+        g.type_name = db->types[g.type].name;
+        emulation_setup(&g);
         rc = open_files(&g);
+    }
     if (rc)
         goto out;
 

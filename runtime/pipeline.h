@@ -55,10 +55,11 @@
  * of the gradient sums. Emulation pads each allreduce to S x the plan's allreduce time.
  *
  * Emulated GPU types (emulate = S > 0): each forward (and backward) pass of the stage's units
- * is padded by sleeping to S x the cost model's time for the stage's GPU type, and each send
- * to S x the link's transfer time (the planner's model: transfers do not overlap compute), so
- * a CPU rank runs like its GPU type, S times slower. S must be large enough that padding
- * dominates; the time not padded is reported.
+ * is padded by sleeping to S x the plan's seconds for it (fwd_s, bwd_s: the planner's cost
+ * model or the profile it was given, for the stage's GPU type), and each send to S x the
+ * plan's transfer time (send_s, send_back_s; the planner's model: transfers do not overlap
+ * compute), so a CPU rank runs like its GPU type, S times slower. S must be large enough that
+ * padding dominates; the time not padded is reported.
  */
 #ifndef HP_PIPELINE_H
 #define HP_PIPELINE_H

@@ -15,6 +15,7 @@
 #include "gpudb.h"
 #include "ini.h"
 #include "log.h"
+#include "parse.h"
 #include "model.h"
 #include "pipeline.h"
 #include "plan.h"
@@ -99,37 +100,6 @@ static int num(const char *opt, const char *v, double min, double max, double *o
     return 0;
 }
 
-/* Index of device d in a comma-separated list ("0,1,3"), or -1. */
-static int list_index(const char *list, int d)
-{
-    int i = 0;
-
-    for (const char *q = list; q && *q; i++) {
-        char *end;
-        long x = strtol(q, &end, 10);
-        if (end != q && x == d && (*end == ',' || *end == '\0'))
-            return i;
-        q = strchr(q, ',');
-        q = q ? q + 1 : NULL;
-    }
-    return -1;
-}
-
-/* The i-th entry of a comma-separated list into buf; 0, or -1 when there is none. */
-static int list_entry(const char *list, int i, char *buf, size_t n)
-{
-    const char *q = list;
-
-    while (q && i-- > 0) {
-        q = strchr(q, ',');
-        q = q ? q + 1 : NULL;
-    }
-    if (!q || !*q || *q == ',')
-        return -1;
-    snprintf(buf, n, "%.*s", (int)strcspn(q, ","), q);
-    return 0;
-}
-
 /* Under Slurm: check what the plan gives rank `rank` against what this task has, and bind its
  * GPU. The SPANK plugin binds in slurmstepd (HETPIPE_BOUND, or HETPIPE_BIND_ERROR with why
  * not); without the plugin the rank binds itself from SLURM_STEP_GPUS. `b` is this task's
@@ -138,16 +108,14 @@ static int check_placement(const struct hp_plan *p, const struct hp_cluster *cl,
                            const struct hp_gpudb *db, int rank, const struct hp_binding *b)
 {
     const char *here = getenv("SLURMD_NODENAME"), *step = getenv("SLURM_STEP_GPUS");
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES"), *bound = getenv("HETPIPE_BOUND");
+    const char *bound = getenv("HETPIPE_BOUND");
     const struct hp_gpu *g = NULL;
-    char role[128];
+    char role[160], dev[64], why[1200];
     int v, s;
 
-    snprintf(role, sizeof(role), "PS shard %d", rank - (p->nranks - p->nshards));
-    if (hp_plan_rank_stage(p, rank, &v, &s) == 0) {
+    hp_plan_describe_rank(p, cl, db, rank, role, sizeof(role));
+    if (hp_plan_rank_stage(p, rank, &v, &s) == 0)
         g = &cl->gpus[p->vws[v].stages[s].gpu];
-        snprintf(role, sizeof(role), "vw %d stage %d, a %s", v, s, db->types[g->type].name);
-    }
     if (b && g && (strcasecmp(b->node, cl->nodes[g->node].name) != 0 || b->device != g->index)) {
         hp_error("rank %d (%s): the binding file puts it on GPU %d of %s, but the plan on GPU %d "
                  "of %s: plan and binding are from different launches",
@@ -165,7 +133,7 @@ static int check_placement(const struct hp_plan *p, const struct hp_cluster *cl,
     const char *node = cl->nodes[g->node].name;
     if (bound && strcmp(bound, "1") == 0) {
         const char *gpu = getenv("HETPIPE_GPU");
-        if (!gpu || list_index(gpu, g->index) != 0) {
+        if (!gpu || hp_list_find(gpu, g->index) != 0) {
             hp_error("rank %d (%s) is planned on GPU %d of %s, but the plugin bound it to GPU "
                      "'%s'",
                      rank, role, g->index, node, gpu ? gpu : "(none)");
@@ -173,18 +141,14 @@ static int check_placement(const struct hp_plan *p, const struct hp_cluster *cl,
         }
         return 0;
     }
-    const int i = step ? list_index(step, g->index) : -1;
-    if (i < 0) {
-        hp_error("rank %d (%s) is planned on GPU %d of %s, but this step has %s%s%s on %s: the "
-                 "plan does not match the allocation (plan inside the allocation with hetpipe "
-                 "launch, or ask Slurm for those GPUs)",
-                 rank, role, g->index, node, step ? "GPU(s) " : "no GPUs",
-                 step ? step : " (SLURM_STEP_GPUS is unset)", "", here ? here : node);
+    if (hp_binding_visible_device(step, getenv("CUDA_VISIBLE_DEVICES"), g->index, dev,
+                                  sizeof(dev), why, sizeof(why))) {
+        hp_error("rank %d (%s) is planned on GPU %d of %s, but %s on %s: the plan does not "
+                 "match the allocation (plan inside the allocation with hetpipe launch, or ask "
+                 "Slurm for those GPUs)",
+                 rank, role, g->index, node, why, here ? here : node);
         return -HP_ECONFIG;
     }
-    char dev[32];
-    if (!cvd || list_entry(cvd, i, dev, sizeof(dev)))
-        snprintf(dev, sizeof(dev), "%d", g->index);
     setenv("CUDA_VISIBLE_DEVICES", dev, 1);
     return 0;
 }
@@ -452,21 +416,15 @@ int main(int argc, char **argv)
         /* tasks of a step started by hetpipe launch: the binding file says which rank each
          * task runs (a hetjob groups tasks by component, not in rank order) */
         int *rank_of = NULL;
-        if ((rc = hp_binding_load(binding_path, &plan, &binding)))
+        if ((rc = hp_plan_binding_load(&plan, binding_path, &binding, &rank_of)))
             goto out;
         if (hp_boot_size(boot) != plan.nranks) {
             hp_error("the step has %d tasks but binding file %s has %d", hp_boot_size(boot),
                      binding_path, plan.nranks);
+            free(rank_of);
             rc = -HP_ECONFIG;
             goto out;
         }
-        rank_of = malloc((size_t)plan.nranks * sizeof(int));
-        if (!rank_of) {
-            rc = -HP_ENOMEM;
-            goto out;
-        }
-        for (int t = 0; t < plan.nranks; t++)
-            rank_of[t] = binding[t].rank;
         mine = &binding[hp_boot_rank(boot)];
         rc = hp_boot_set_ranks(boot, rank_of);
         free(rank_of);

@@ -10,12 +10,15 @@
  * and returns an error (or, for a task it cannot bind, tells the task why in
  * HETPIPE_BIND_ERROR). See man/spank_hetpipe.8.
  */
+#include "binding.h"
 #include "jobopts.h"
+#include "parse.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,7 +32,6 @@ SPANK_PLUGIN(hetpipe, 1);
 #pragma GCC visibility pop
 
 #define VALUE_MAX 1024
-#define LINE_MAX_LEN 512
 #define NODE_MAX 64
 
 static struct hp_joblimits limits;
@@ -220,166 +222,22 @@ EXPORT int slurm_spank_user_init(spank_t sp, int ac, char **av)
 
 /* ---- binding ---------------------------------------------------------------------------- */
 
-/* Strict decimal 0..max, or -1. */
-static long parse_index(const char *s, long max)
+/* Task `task`'s line of the binding file at path (binding.h checks every line). */
+static int binding_find(const char *path, unsigned task, struct hp_binding *e, char *why, size_t n)
 {
-    long v = 0;
+    struct hp_binding *b = NULL;
+    int count = 0;
 
-    if (!*s)
+    if (hp_binding_read(path, &b, &count, why, n))
         return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > (max - (*s - '0')) / 10)
-            return -1;
-        v = v * 10 + (*s - '0');
-    }
-    return v;
-}
-
-/* Position of index dev in a comma-separated list of indices ("0,1,3"), or -1. */
-static int list_pos(const char *list, long dev)
-{
-    int pos = 0;
-
-    for (const char *p = list; *p; pos++) {
-        char tok[32];
-        size_t len = strcspn(p, ",");
-        if (len < sizeof(tok)) {
-            memcpy(tok, p, len);
-            tok[len] = '\0';
-            if (parse_index(tok, 1L << 30) == dev)
-                return pos;
-        }
-        p += len;
-        if (*p == ',')
-            p++;
-    }
-    return -1;
-}
-
-/* Entry pos of a comma-separated list into buf, or -1. */
-static int list_entry(const char *list, int pos, char *buf, size_t n)
-{
-    const char *p = list;
-
-    for (int i = 0; i < pos && p; i++) {
-        p = strchr(p, ',');
-        p = p ? p + 1 : NULL;
-    }
-    if (!p)
+    if (task >= (unsigned)count) {
+        snprintf(why, n, "it has no line for this task (it has tasks 0 to %d)", count - 1);
+        free(b);
         return -1;
-    size_t len = strcspn(p, ",");
-    if (len == 0 || len >= n)
-        return -1;
-    memcpy(buf, p, len);
-    buf[len] = '\0';
+    }
+    *e = b[task];
+    free(b);
     return 0;
-}
-
-/* One line of f into buf (size n, without the newline): 1, 0 at the end of the file, -2 for
- * a line longer than n - 1, -3 for a NUL byte in it. */
-static int read_line(FILE *f, char *buf, size_t n)
-{
-    size_t len = 0;
-    int c;
-
-    while ((c = getc(f)) != EOF && c != '\n') {
-        if (c == '\0')
-            return -3;
-        if (len + 1 >= n)
-            return -2;
-        buf[len++] = (char)c;
-    }
-    buf[len] = '\0';
-    return c == EOF && len == 0 ? 0 : 1;
-}
-
-struct bind_entry {
-    char node[NODE_MAX];
-    char device[16]; /* "-" or an index */
-    long dev;        /* -1 for "-" */
-};
-
-/* Find task's line in the binding file at path. 0, or -1 with why (size n). Every line is
- * checked, so a damaged file is refused even when the task's own line looks right. */
-static int binding_find(const char *path, unsigned task, struct bind_entry *e, char *why, size_t n)
-{
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    char line[LINE_MAX_LEN];
-    struct stat st;
-    int lineno = 0, found = 0, rc = 0, got;
-    FILE *f;
-
-    if (fd < 0) {
-        snprintf(why, n, "cannot open it: %s", strerror(errno));
-        return -1;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(why, n, "it is not a regular file");
-        close(fd);
-        return -1;
-    }
-    f = fdopen(fd, "r");
-    if (!f) {
-        snprintf(why, n, "cannot read it: %s", strerror(errno));
-        close(fd);
-        return -1;
-    }
-    while ((got = read_line(f, line, sizeof(line))) != 0) {
-        char *tok[5], *save = NULL;
-        int nt = 0;
-        long t, d = -1;
-
-        lineno++;
-        if (got < 0) {
-            if (got == -2)
-                snprintf(why, n, "line %d is longer than %d bytes", lineno, LINE_MAX_LEN - 1);
-            else
-                snprintf(why, n, "line %d contains a NUL byte (not a binding file?)", lineno);
-            rc = -1;
-            break;
-        }
-        for (char *p = strtok_r(line, " \t\r\n", &save); p && nt < 5;
-             p = strtok_r(NULL, " \t\r\n", &save))
-            tok[nt++] = p;
-        if (nt == 0 || tok[0][0] == '#')
-            continue;
-        if (nt != 4) {
-            snprintf(why, n, "line %d: expected 'TASK NODE DEVICE ROLE'", lineno);
-            rc = -1;
-            break;
-        }
-        t = parse_index(tok[0], 1L << 30);
-        if (strcmp(tok[2], "-") != 0)
-            d = parse_index(tok[2], 4095);
-        if (t < 0 || (d < 0 && strcmp(tok[2], "-") != 0) || strlen(tok[1]) >= NODE_MAX) {
-            snprintf(why, n,
-                     "line %d: expected 'TASK NODE DEVICE ROLE' (TASK an integer, NODE up to "
-                     "%d characters, DEVICE '-' or an index 0..4095)",
-                     lineno, NODE_MAX - 1);
-            rc = -1;
-            break;
-        }
-        if (t != (long)task)
-            continue;
-        if (found++) {
-            snprintf(why, n, "line %d: task %u is given a second time", lineno, task);
-            rc = -1;
-            break;
-        }
-        snprintf(e->node, sizeof(e->node), "%s", tok[1]);
-        snprintf(e->device, sizeof(e->device), "%s", tok[2]);
-        e->dev = d;
-    }
-    if (!rc && ferror(f)) {
-        snprintf(why, n, "cannot read it: %s", strerror(errno));
-        rc = -1;
-    }
-    fclose(f);
-    if (!rc && !found) {
-        snprintf(why, n, "it has no line for this task");
-        rc = -1;
-    }
-    return rc;
 }
 
 /* The job's variable var into buf (size n); "" when unset. 0, or -1 (logged) on another
@@ -414,7 +272,7 @@ EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     char path[4096], node[NODE_MAX] = "", step[1024], cvd[1024], why[1024], msg[8192];
     char dev[64], procid[32];
-    struct bind_entry e = {0};
+    struct hp_binding e = {0};
     uint32_t task = 0;
     spank_err_t rc;
 
@@ -437,8 +295,8 @@ EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return bind_fail(sp, msg);
     }
     if (getenv_opt(sp, "SLURM_PROCID", procid, sizeof(procid)) == 0 && procid[0]) {
-        long p = parse_index(procid, 1L << 30);
-        if (p < 0) {
+        long p;
+        if (hp_parse_long(procid, 0, 1L << 30, &p)) {
             snprintf(msg, sizeof(msg),
                      "spank_hetpipe: binding file %s: SLURM_PROCID '%s' is not a task id", path,
                      procid);
@@ -467,13 +325,13 @@ EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     if (strcmp(e.node, node) != 0) {
         snprintf(msg, sizeof(msg),
-                 "spank_hetpipe: binding file %s: task %u is planned on node %s (GPU %s), but "
+                 "spank_hetpipe: binding file %s: task %u is planned on node %s (%s), but "
                  "the step runs it on %s (with %s%s there): the step's task layout does not "
                  "match the plan",
-                 path, task, e.node, e.device, node, step[0] ? "GPU(s) " : "no GPUs", step);
+                 path, task, e.node, e.role, node, step[0] ? "GPU(s) " : "no GPUs", step);
         return bind_fail(sp, msg);
     }
-    if (e.dev < 0) {
+    if (e.device < 0) {
         /* a parameter-server task: no GPU */
         if (setenv_logged(sp, "CUDA_VISIBLE_DEVICES", "", 1) ||
             setenv_logged(sp, "HETPIPE_BOUND", "1", 1))
@@ -482,20 +340,17 @@ EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
             slurm_error("spank_hetpipe: cannot unset HETPIPE_BIND_ERROR");
         return 0;
     }
-    const int pos = step[0] ? list_pos(step, e.dev) : -1;
-    if (pos < 0) {
+    if (hp_binding_visible_device(step, cvd, e.device, dev, sizeof(dev), why, sizeof(why))) {
         snprintf(msg, sizeof(msg),
-                 "spank_hetpipe: binding file %s: task %u is planned on GPU %s of %s, but the "
-                 "step has %s%s there: ask Slurm for that GPU (--gres, --gpus-per-node) or plan "
-                 "inside this allocation",
-                 path, task, e.device, node, step[0] ? "GPU(s) " : "no GPUs",
-                 step[0] ? step : " (SLURM_STEP_GPUS is unset)");
+                 "spank_hetpipe: binding file %s: task %u is planned on GPU %d of %s, but %s "
+                 "there: ask Slurm for that GPU (--gres, --gpus-per-node) or plan inside this "
+                 "allocation",
+                 path, task, e.device, node, why);
         return bind_fail(sp, msg);
     }
-    if (!cvd[0] || list_entry(cvd, pos, dev, sizeof(dev)))
-        snprintf(dev, sizeof(dev), "%s", e.device);
+    snprintf(procid, sizeof(procid), "%d", e.device);
     if (setenv_logged(sp, "CUDA_VISIBLE_DEVICES", dev, 1) ||
-        setenv_logged(sp, "HETPIPE_GPU", e.device, 1) || setenv_logged(sp, "HETPIPE_BOUND", "1", 1))
+        setenv_logged(sp, "HETPIPE_GPU", procid, 1) || setenv_logged(sp, "HETPIPE_BOUND", "1", 1))
         return 0;
     if (spank_unsetenv(sp, "HETPIPE_BIND_ERROR") != ESPANK_SUCCESS)
         slurm_error("spank_hetpipe: cannot unset HETPIPE_BIND_ERROR");

@@ -12,7 +12,7 @@
 #include "gpudb.h"
 #include "log.h"
 #include "model.h"
-#include "plan.h"
+#include "planner.h"
 
 #include <stdio.h>
 #include <stdlib.h>

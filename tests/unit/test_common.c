@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "ini.h"
+#include "parse.h"
 
 #include <check.h>
 #include <errno.h>
@@ -43,6 +44,36 @@ START_TEST(parse_numbers_strictly)
     ck_assert_int_eq(hp_parse_double("0.5.1", 0, 1, &d), -HP_EINVAL);
     ck_assert_int_eq(hp_parse_double("nan", 0, 1, &d), -HP_EINVAL);
     ck_assert_int_eq(hp_parse_double("2", 0, 1, &d), -HP_ERANGE);
+    /* one rule for every number hetpipe reads: the whole string, decimal, no blanks or '+' */
+    for (const char *const *j = (const char *const[]){" 1", "1 ", "+1", "-", "--1", "0x10", "1e3",
+                                                      "1.0", "-+1", "\t1", NULL};
+         *j; j++)
+        ck_assert_msg(hp_parse_long(*j, -100, 100, &v) == -HP_EINVAL, "'%s' accepted", *j);
+    for (const char *const *j = (const char *const[]){" 0.5", "0.5 ", "+0.5", "0x1p-1", "inf",
+                                                      "-inf", "e1", "", NULL};
+         *j; j++)
+        ck_assert_msg(hp_parse_double(*j, -1, 1, &d) == -HP_EINVAL, "'%s' accepted", *j);
+    ck_assert_int_eq(hp_parse_long("-7", -100, 100, &v), 0);
+    ck_assert_int_eq(v, -7);
+    ck_assert_int_eq(hp_parse_double("-.5e-1", -1, 1, &d), 0);
+    ck_assert_double_eq(d, -0.05);
+    ck_assert_int_eq(hp_parse_double("1e-400", -1, 1, &d), -HP_ERANGE);
+}
+END_TEST
+
+START_TEST(device_lists)
+{
+    char buf[8];
+
+    ck_assert_int_eq(hp_list_find("0,1,3", 3), 2);
+    ck_assert_int_eq(hp_list_find("0,1,3", 2), -1);
+    ck_assert_int_eq(hp_list_find("", 0), -1);
+    ck_assert_int_eq(hp_list_find("x,01", 1), 1);
+    ck_assert_int_eq(hp_list_entry("4,5,GPU-abc", 2, buf, sizeof(buf)), 0);
+    ck_assert_str_eq(buf, "GPU-abc");
+    ck_assert_int_eq(hp_list_entry("4,5", 2, buf, sizeof(buf)), -1);
+    ck_assert_int_eq(hp_list_entry("4,,5", 1, buf, sizeof(buf)), -1);
+    ck_assert_int_eq(hp_list_entry("GPU-0123456789", 0, buf, sizeof(buf)), -1); /* too long */
 }
 END_TEST
 
@@ -157,6 +188,7 @@ Suite *suite_common(void)
 
     tcase_add_test(t, strerror_codes);
     tcase_add_test(t, parse_numbers_strictly);
+    tcase_add_test(t, device_lists);
     tcase_add_test(t, ini_unknown_key_named);
     tcase_add_test(t, ini_numbers_and_ranges);
     tcase_add_test(t, ini_missing_and_broken_files);

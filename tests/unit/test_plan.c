@@ -10,11 +10,14 @@
 #include "model.h"
 #include "plan.h"
 #include "planfile.h"
+#include "planner.h"
 
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const clusters[] = {"paper", "uneven", "mixed", "six-types", "local4"};
 static const char *const models[] = {"vgg19", "resnet152", "cnn"};
@@ -104,7 +107,7 @@ START_TEST(vws_share_one_wave)
         for (size_t mi = 0; mi < sizeof(models) / sizeof(models[0]); mi++) {
             struct setup s;
             setup(&s, clusters[ci], models[mi], 32);
-            for (int pol = HP_POLICY_NP; pol <= HP_POLICY_AUTO; pol++) {
+            for (int pol = HP_POLICY_AUTO; pol <= HP_POLICY_HD; pol++) {
                 struct hp_plan_opts o = {
                     .policy = (enum hp_policy)pol, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
                 struct hp_plan p;
@@ -287,7 +290,7 @@ struct bad_edit {
 };
 
 static const struct bad_edit edits[] = {
-    {"version = 1", "version = 2", "version 2 is not supported"},
+    {"version = 2", "version = 1", "version 1 is not supported (this hetpipe reads version 2"},
     {"[vw.1]\nnm = 4", "[vw.1]\nnm = 5", "nm = 5, but [vw.0] has 4"},
     {"[vw.1]\nnm = 4", "[vw.1]\nnm = 3", "in_flight 4, more than the VW's Nm 3"},
     {"[vw.0.stage.1]\nrank = 1", "[vw.0.stage.1]\nrank = 0", "rank 0 is used twice"},
@@ -380,7 +383,8 @@ START_TEST(binding_round_trip_and_rejects)
     struct hp_plan p;
     struct hp_plan_opts o = {.policy = HP_POLICY_ED, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
     struct hp_binding *b, *back = NULL;
-    char path[512];
+    int *rank_of = NULL;
+    char path[512], errbuf[1024];
 
     setup(&s, "paper", "cnn", 32);
     test_capture_begin();
@@ -397,7 +401,7 @@ START_TEST(binding_round_trip_and_rejects)
             e->device = g->index;
             snprintf(e->node, sizeof(e->node), "%s", s.cl.nodes[g->node].name);
             snprintf(e->role, sizeof(e->role), "vw%d.stage%d", v, st);
-            ck_assert_int_eq(hp_binding_role_rank(&p, e->role), r);
+            ck_assert_int_eq(hp_plan_role_rank(&p, e->role), r);
         }
     for (int k = 0; k < p.nshards; k++) {
         const int r = p.nranks - p.nshards + k;
@@ -406,23 +410,25 @@ START_TEST(binding_round_trip_and_rejects)
         e->device = -1;
         snprintf(e->node, sizeof(e->node), "n%d", k);
         snprintf(e->role, sizeof(e->role), "ps%d", k);
-        ck_assert_int_eq(hp_binding_role_rank(&p, e->role), r);
+        ck_assert_int_eq(hp_plan_role_rank(&p, e->role), r);
     }
-    ck_assert_int_eq(hp_binding_role_rank(&p, "vw99.stage0"), -1);
-    ck_assert_int_eq(hp_binding_role_rank(&p, "ps-1"), -1);
-    ck_assert_int_eq(hp_binding_role_rank(&p, "vw0.stage0x"), -1);
+    ck_assert_int_eq(hp_plan_role_rank(&p, "vw99.stage0"), -1);
+    ck_assert_int_eq(hp_plan_role_rank(&p, "ps-1"), -1);
+    ck_assert_int_eq(hp_plan_role_rank(&p, "vw0.stage0x"), -1);
+    ck_assert_int_eq(hp_plan_role_rank(&p, "ps99"), -1);
 
     snprintf(path, sizeof(path), "%s", test_write_file("binding", ""));
-    ck_assert_int_eq(hp_binding_save(path, b, p.nranks), 0);
-    ck_assert_int_eq(hp_binding_load(path, &p, &back), 0);
+    ck_assert_int_eq(hp_binding_write(path, b, p.nranks, errbuf, sizeof(errbuf)), 0);
+    ck_assert_int_eq(hp_plan_binding_load(&p, path, &back, &rank_of), 0);
     for (int t = 0; t < p.nranks; t++) {
         ck_assert_int_eq(back[t].task, t);
-        ck_assert_int_eq(back[t].rank, p.nranks - 1 - t);
+        ck_assert_int_eq(rank_of[t], p.nranks - 1 - t);
         ck_assert_int_eq(back[t].device, b[t].device);
         ck_assert_str_eq(back[t].node, b[t].node);
         ck_assert_str_eq(back[t].role, b[t].role);
     }
     free(back);
+    free(rank_of);
 
     /* broken files: a role twice, a missing task, a bad device, a foreign role, junk */
     static const struct {
@@ -431,8 +437,8 @@ START_TEST(binding_round_trip_and_rejects)
     } bad[] = {
         {0, 0, "vw0.stage0", NULL, "is given twice"},
         {-1, 0, NULL, NULL, "tasks, but the plan"},
-        {0, 0, NULL, "x", "is neither '-' nor"},
-        {0, 0, "vw9.stage0", NULL, "role 'vw9.stage0'"},
+        {0, 0, NULL, "x", "device 'x' is neither '-' nor"},
+        {0, 0, "vw9.stage0", NULL, "role 'vw9.stage0' is not in the plan"},
         {0, 1, NULL, NULL, "expected 'TASK NODE DEVICE ROLE'"},
     };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
@@ -447,9 +453,9 @@ START_TEST(binding_round_trip_and_rejects)
             snprintf(c[0].role, sizeof(c[0].role), "%s", bad[k].role);
         if (bad[k].line_fix)
             snprintf(c[0].node, sizeof(c[0].node), "only-a-node");
-        ck_assert_int_eq(hp_binding_save(path, c, n), 0);
+        ck_assert_int_eq(hp_binding_write(path, c, n, errbuf, sizeof(errbuf)), 0);
         if (bad[k].device || bad[k].line_fix) {
-            /* what hp_binding_save cannot write: edit the first entry's line by hand */
+            /* what hp_binding_write cannot write: edit the first entry's line by hand */
             FILE *f = fopen(path, "w");
             ck_assert_ptr_nonnull(f);
             fprintf(f, "# edited\n");
@@ -467,7 +473,7 @@ START_TEST(binding_round_trip_and_rejects)
         }
         back = NULL;
         test_capture_begin();
-        ck_assert_int_eq(hp_binding_load(path, &p, &back), -HP_ECONFIG);
+        ck_assert_int_eq(hp_plan_binding_load(&p, path, &back, &rank_of), -HP_ECONFIG);
         const char *err = test_capture_end();
         ck_assert_msg(strstr(err, bad[k].expect) != NULL, "case %zu: '%s' lacks '%s'", k, err,
                       bad[k].expect);
@@ -477,6 +483,78 @@ START_TEST(binding_round_trip_and_rejects)
     free(b);
     hp_plan_release(&p);
     teardown(&s);
+}
+END_TEST
+
+/* The libc-only binding module, as the SPANK plugin uses it: roles, whole-file rules, what
+ * the step's GPUs make of a device, and a FIFO at the path refused without blocking. */
+START_TEST(binding_file_rules)
+{
+    struct hp_binding *b = NULL;
+    char err[1024], dev[16], fifo[600];
+    int v = -2, st = -2, n = 0;
+
+    ck_assert_int_eq(hp_binding_role_parse("vw12.stage3", &v, &st), 0);
+    ck_assert_int_eq(v, 12);
+    ck_assert_int_eq(st, 3);
+    ck_assert_int_eq(hp_binding_role_parse("ps7", &v, &st), 0);
+    ck_assert_int_eq(v, 7);
+    ck_assert_int_eq(st, -1);
+    for (const char *const *r = (const char *const[]){"vw.stage0", "vw1.stage", "vw-1.stage0",
+                                                      "vw1.stage+0", "ps", "ps1x", "psx",
+                                                      "vw1.stage0 ", "VW1.stage0", "vw99999999.stage0",
+                                                      "x", "", NULL};
+         *r; r++)
+        ck_assert_msg(hp_binding_role_parse(*r, &v, &st) == -1, "'%s' accepted", *r);
+
+    const char *ok = test_write_file("b1", "# c\n1 node2 3 vw0.stage1\n\n0 node1 - ps0\n");
+    ck_assert_int_eq(hp_binding_read(ok, &b, &n, err, sizeof(err)), 0);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(b[0].node, "node1");
+    ck_assert_int_eq(b[0].device, -1);
+    ck_assert_int_eq(b[1].device, 3);
+    ck_assert_str_eq(b[1].role, "vw0.stage1");
+    free(b);
+    static const struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"0 n 0 vw0.stage0\n2 n 1 vw0.stage1\n", "task 2 is out of range"},
+        {"0 n 0 vw0.stage0\n0 n 1 vw0.stage1\n", "task 0 is given twice"},
+        {"0 n 0 vw0.stage0 extra\n", "line 1: expected 'TASK NODE DEVICE ROLE'"},
+        {"0 n 4096 vw0.stage0\n", "device '4096'"},
+        {"-1 n 0 vw0.stage0\n", "task '-1'"},
+        {"0 n 0 worker\n", "role 'worker'"},
+        {"# nothing\n", "no task"},
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        b = NULL;
+        const char *p = test_write_file("b2", bad[k].text);
+        ck_assert_int_eq(hp_binding_read(p, &b, &n, err, sizeof(err)), -1);
+        ck_assert_msg(strstr(err, bad[k].expect) != NULL, "case %zu: '%s' lacks '%s'", k, err,
+                      bad[k].expect);
+        ck_assert_ptr_null(b);
+    }
+    snprintf(fifo, sizeof(fifo), "%s.fifo", ok);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(hp_binding_read(fifo, &b, &n, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+    unlink(fifo);
+
+    ck_assert_int_eq(hp_binding_visible_device("0,2,3", "0,1,2", 2, dev, sizeof(dev), err,
+                                               sizeof(err)),
+                     0);
+    ck_assert_str_eq(dev, "1"); /* renumbered by device cgroups */
+    ck_assert_int_eq(hp_binding_visible_device("0,2,3", NULL, 3, dev, sizeof(dev), err,
+                                               sizeof(err)),
+                     0);
+    ck_assert_str_eq(dev, "3");
+    ck_assert_int_eq(hp_binding_visible_device("0,2", "0,1", 1, dev, sizeof(dev), err,
+                                               sizeof(err)),
+                     -1);
+    ck_assert_str_eq(err, "the step has GPU(s) 0,2");
+    ck_assert_int_eq(hp_binding_visible_device(NULL, NULL, 1, dev, sizeof(dev), err, sizeof(err)),
+                     -1);
+    ck_assert_str_eq(err, "the step has no GPUs (SLURM_STEP_GPUS is unset)");
 }
 END_TEST
 
@@ -496,6 +574,7 @@ Suite *suite_plan(void)
                         (int)(sizeof(edits) / sizeof(edits[0])));
     tcase_add_test(t, impossible_requests);
     tcase_add_test(t, binding_round_trip_and_rejects);
+    tcase_add_test(t, binding_file_rules);
     suite_add_tcase(s, t);
     return s;
 }

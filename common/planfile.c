@@ -4,6 +4,7 @@
 #include "error.h"
 #include "ini.h"
 #include "log.h"
+#include "parse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,10 +58,12 @@ int hp_planfile_write(FILE *f, const struct hp_plan *p, const struct hp_cluster 
             const struct hp_gpu *g = &cl->gpus[st->gpu];
             fprintf(f,
                     "\n[vw.%d.stage.%d]\nrank = %d\nnode = %d\ndevice = %d\ntype = %s\n"
-                    "first_unit = %d\nend_unit = %d\nin_flight = %d\ncompute_s = %.17g\n"
-                    "transfer_s = %.17g\nmemory = %.17g\ncapacity = %.17g\n",
+                    "first_unit = %d\nend_unit = %d\nin_flight = %d\nfwd_s = %.17g\n"
+                    "bwd_s = %.17g\nsend_s = %.17g\nsend_back_s = %.17g\nmemory = %.17g\n"
+                    "capacity = %.17g\n",
                     v, s, rank++, g->node, g->index, db->types[g->type].name, st->u0, st->u1,
-                    st->in_flight, st->compute_s, st->transfer_s, st->memory, st->capacity);
+                    st->in_flight, st->fwd_s, st->bwd_s, st->send_s, st->send_back_s, st->memory,
+                    st->capacity);
         }
     }
     for (int s = 0; s < p->nshards; s++)
@@ -122,9 +125,9 @@ static const char *const plan_keys[] = {"version",
                                         NULL};
 static const char *const node_keys[] = {"name", "gpus", "devices", NULL};
 static const char *const vw_keys[] = {"nm", "stages", "rate", "bottleneck_s", "round_s", NULL};
-static const char *const stage_keys[] = {"rank",       "node",     "device",    "type",
-                                         "first_unit", "end_unit", "in_flight", "compute_s",
-                                         "transfer_s", "memory",   "capacity",  NULL};
+static const char *const stage_keys[] = {
+    "rank",  "node",  "device", "type",        "first_unit", "end_unit", "in_flight",
+    "fwd_s", "bwd_s", "send_s", "send_back_s", "memory",     "capacity", NULL};
 static const char *const ps_keys[] = {"rank", "node", NULL};
 
 #define BAD(...)                                                                                   \
@@ -334,8 +337,9 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
                 get_int(ini, sec, "first_unit", 0, p->nunits - 1, &st->u0) ||
                 get_int(ini, sec, "end_unit", 1, p->nunits, &st->u1) ||
                 get_int(ini, sec, "in_flight", 1, 1 << 20, &st->in_flight) ||
-                get_dbl(ini, sec, "compute_s", &st->compute_s) ||
-                get_dbl(ini, sec, "transfer_s", &st->transfer_s) ||
+                get_dbl(ini, sec, "fwd_s", &st->fwd_s) || get_dbl(ini, sec, "bwd_s", &st->bwd_s) ||
+                get_dbl(ini, sec, "send_s", &st->send_s) ||
+                get_dbl(ini, sec, "send_back_s", &st->send_back_s) ||
                 get_dbl(ini, sec, "memory", &st->memory) ||
                 get_dbl(ini, sec, "capacity", &st->capacity) ||
                 hp_ini_get_str(ini, sec, "type", 1, NULL, &v))
@@ -360,6 +364,8 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
                     path, sec, st->u0, st->u1 - 1, next);
             next = st->u1;
             st->gpu = gi;
+            st->compute_s = st->fwd_s + st->bwd_s;
+            st->transfer_s = st->send_s + st->send_back_s;
         }
         if (next != p->nunits)
             BAD("%s: [vw.%d]: units %d..%d are in no stage", path, w, next, p->nunits - 1);

@@ -1,5 +1,5 @@
-/* plan.c - grouping GPUs into virtual workers, placing parameters, predicting throughput. */
-#include "plan.h"
+/* planner.c - grouping GPUs into virtual workers, placing parameters, predicting throughput. */
+#include "planner.h"
 
 #include "error.h"
 #include "log.h"
@@ -12,47 +12,6 @@
 
 /* auto's largest virtual worker in its snake groupings (np, ed and hd may make larger) */
 #define AUTO_MAX_VW 16
-
-static const char *const policy_names[] = {"np", "ed", "hd", "auto", "dp", NULL};
-static const char *const placement_names[] = {"default", "local", NULL};
-
-int hp_policy_parse(const char *s, enum hp_policy *out)
-{
-    for (int i = 0; policy_names[i]; i++)
-        if (strcasecmp(s, policy_names[i]) == 0) {
-            *out = (enum hp_policy)i;
-            return 0;
-        }
-    return -HP_EINVAL;
-}
-
-int hp_placement_parse(const char *s, enum hp_placement *out)
-{
-    for (int i = 0; placement_names[i]; i++)
-        if (strcasecmp(s, placement_names[i]) == 0) {
-            *out = (enum hp_placement)i;
-            return 0;
-        }
-    return -HP_EINVAL;
-}
-
-const char *hp_policy_name(enum hp_policy p)
-{
-    return (unsigned)p <= HP_POLICY_DP ? policy_names[p] : "?";
-}
-
-const char *hp_placement_name(enum hp_placement p)
-{
-    return (unsigned)p <= HP_PLACEMENT_LOCAL ? placement_names[p] : "?";
-}
-
-void hp_plan_release(struct hp_plan *plan)
-{
-    free(plan->vws);
-    free(plan->unit_shard);
-    plan->vws = NULL;
-    plan->unit_shard = NULL;
-}
 
 /* A grouping: ngroups VWs; members of VW v are gpus[start[v] .. start[v + 1]). */
 struct grouping {
@@ -482,8 +441,9 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
     }
     int last_rc = 0;
     for (int k = 0; k < ncand; k++) {
-        enum hp_policy pol =
-            o->policy == HP_POLICY_AUTO ? (k < 3 ? (enum hp_policy)k : HP_POLICY_AUTO) : o->policy;
+        static const enum hp_policy fixed[3] = {HP_POLICY_NP, HP_POLICY_ED, HP_POLICY_HD};
+        enum hp_policy pol = o->policy == HP_POLICY_AUTO ? (k < 3 ? fixed[k] : HP_POLICY_AUTO)
+                                                         : o->policy;
         double rate = 0.0;
         if (pol == HP_POLICY_NP)
             rc = group_np(cl, &g, vw_of);
@@ -550,24 +510,4 @@ out:
     if (rc)
         hp_plan_release(p);
     return rc;
-}
-
-int hp_plan_stage_rank(const struct hp_plan *p, int v, int s)
-{
-    int r = 0;
-
-    for (int i = 0; i < v; i++)
-        r += p->vws[i].nstages;
-    return r + s;
-}
-
-int hp_plan_rank_stage(const struct hp_plan *p, int r, int *v, int *s)
-{
-    for (int i = 0, base = 0; i < p->nvws; base += p->vws[i++].nstages)
-        if (r >= base && r < base + p->vws[i].nstages) {
-            *v = i;
-            *s = r - base;
-            return 0;
-        }
-    return -1;
 }

@@ -7,7 +7,8 @@
  *   [node.N]          name, gpus (TYPE list in device order, comma-separated)
  *   [vw.V]            nm, stages, rate, bottleneck_s, round_s
  *   [vw.V.stage.S]    rank, node (index), device, type, first_unit, end_unit (exclusive),
- *                     in_flight, compute_s, transfer_s, memory, capacity
+ *                     in_flight, fwd_s, bwd_s, send_s, send_back_s (the planner's seconds per
+ *                     minibatch: the ranks' emulation is paced by them), memory, capacity
  *   [ps.P]            rank, node (index)
  * Worker ranks are numbered VW by VW, stage by stage; PS shards follow. Numbers are written
  * with 17 significant digits, so that write -> read -> write is byte-identical.

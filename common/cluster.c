@@ -4,6 +4,7 @@
 #include "error.h"
 #include "ini.h"
 #include "log.h"
+#include "parse.h"
 
 #include <ctype.h>
 #include <stdio.h>
