@@ -89,14 +89,15 @@ RUNTIME_LIBS  := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -lz -lpthread
 LAUNCHER_LIBS := $(SLURM_LIBS)
 
 # libc only: what the SPANK plugin links (it runs inside slurmstepd)
-COMMON_LIBC_SRCS := common/error.c common/parse.c common/jobopts.c common/binding.c
-COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/ini.c common/gpudb.c common/layers.c \
-                 common/model.c common/cluster.c common/plan.c common/planfile.c
+COMMON_LIBC_SRCS := common/error.c common/parse.c common/options.c common/binding.c
+COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/cli.c common/ini.c common/gpudb.c common/layers.c \
+                 common/paths.c common/model.c common/cluster.c common/plan.c common/planfile.c
 RUNTIME_SRCS  := runtime/backend.c runtime/backend_cpu.c runtime/net.c runtime/data.c \
                  runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
                  runtime/pipeline.c runtime/ps.c
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
-                 launcher/slurm.c
+                 launcher/slurm.c launcher/planjob.c launcher/layout.c launcher/rundir.c \
+                 launcher/proc.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
 
 ifeq ($(HAVE_CUDA),1)
@@ -125,9 +126,9 @@ RANK_LINK  = $(RUNTIME_LIB) $(COMMON_LIB) $(RUNTIME_LIBS) $(COMMON_LIBS)
 ALL_LINK   = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(RUNTIME_LIBS) $(COMMON_LIBS)
 ALL_ARCHIVES := $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB)
 
-LAUNCHER_SRCS := launcher/hetpipe.c launcher/launch.c launcher/doctor.c
+LAUNCHER_SRCS := launcher/main.c $(wildcard launcher/cmd_*.c)
 # hetpipe doctor names the installed plugin in the plugstack.conf line it suggests
-$(BUILD)/launcher/doctor.o: BASE_CFLAGS += -DHP_SLURM_PLUGINDIR='"$(SLURM_PLUGINDIR)"'
+$(BUILD)/launcher/cmd_doctor.o: BASE_CFLAGS += -DHP_SLURM_PLUGINDIR='"$(SLURM_PLUGINDIR)"'
 HETPIPE       := $(BUILD)/hetpipe
 HETPIPE_RANK  := $(BUILD)/hetpipe-rank
 

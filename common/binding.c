@@ -145,6 +145,7 @@ static int parse_line(char *line, int lineno, struct hp_binding *e, char *err, s
     }
     e->task = (int)t;
     e->device = (int)d;
+    e->line = lineno;
     snprintf(e->node, sizeof(e->node), "%s", tok[1]);
     snprintf(e->role, sizeof(e->role), "%s", tok[3]);
     return 0;
@@ -208,8 +209,13 @@ static int by_task(struct hp_binding *b, int n, struct hp_binding **out, char *e
         t[i].task = -1;
     for (int i = 0; i < n; i++) {
         if (b[i].task >= n || t[b[i].task].task >= 0) {
-            snprintf(err, errlen, "task %d is %s (the file has %d tasks: 0 to %d)", b[i].task,
-                     b[i].task >= n ? "out of range" : "given twice", n, n - 1);
+            if (b[i].task >= n)
+                snprintf(err, errlen, "line %d: task %d is out of range (the file lists %d task%s: "
+                         "tasks 0 to %d, each once)",
+                         b[i].line, b[i].task, n, n == 1 ? "" : "s", n - 1);
+            else
+                snprintf(err, errlen, "line %d: task %d is given a second time", b[i].line,
+                         b[i].task);
             free(t);
             return -1;
         }

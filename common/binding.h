@@ -27,6 +27,7 @@
 struct hp_binding {
     int task;
     int device; /* -1: none */
+    int line;   /* of the file it was read from (messages) */
     char node[HP_BINDING_NODE_MAX];
     char role[HP_BINDING_ROLE_MAX];
 };

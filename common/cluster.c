@@ -4,6 +4,7 @@
 #include "error.h"
 #include "ini.h"
 #include "log.h"
+#include "paths.h"
 #include "parse.h"
 
 #include <ctype.h>
@@ -40,8 +41,8 @@ static char *trim(char *s)
     return s;
 }
 
-static void unknown_type(const struct hp_ini *ini, const char *node, const char *type,
-                         const struct hp_gpudb *db)
+/* origin: "FILE: [node]: key 'gpus'" or "Slurm job 42: node node1" */
+static void unknown_type(const char *origin, const char *type, const struct hp_gpudb *db)
 {
     char list[1024] = "";
 
@@ -49,9 +50,9 @@ static void unknown_type(const struct hp_ini *ini, const char *node, const char 
         size_t len = strlen(list);
         snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "", db->types[i].name);
     }
-    hp_error("%s: [%s]: key 'gpus': unknown GPU type '%s' (known: %s); add a [gpu.%s] section "
-             "to the site config (etc/hetpipe.conf)",
-             hp_ini_path(ini), node, type, list, type);
+    hp_error("%s: unknown GPU type '%s' (known: %s); add a [gpu.%s] section to the site config "
+             "(etc/hetpipe.conf)",
+             origin, type, list, type);
 }
 
 /* Parse node `sec`'s "TYPE:COUNT[, TYPE:COUNT ...]". Counts its GPUs into *ngpus; when `out`
@@ -92,7 +93,9 @@ static int parse_gpus(const struct hp_ini *ini, const char *sec, const struct hp
         }
         t = hp_gpudb_find(db, type);
         if (t < 0) {
-            unknown_type(ini, sec, type, db);
+            char origin[4200];
+            snprintf(origin, sizeof(origin), "%s: [%s]: key 'gpus'", path, sec);
+            unknown_type(origin, type, db);
             goto out;
         }
         if (*ngpus + n + k > MAX_GPUS) {
@@ -308,4 +311,65 @@ int hp_cluster_make(const struct hp_gpudb *db, int nnodes, const int *counts, co
             c->gpus[g] = (struct hp_gpu){.node = i, .index = j, .type = types[i]};
     }
     return 0;
+}
+
+int hp_cluster_build(const struct hp_gpudb *db, const char *name, const char *origin,
+                     const struct hp_cluster_node *nodes, int nnodes, struct hp_cluster *c)
+{
+    int ngpus = 0;
+
+    memset(c, 0, sizeof(*c));
+    if (nnodes < 1 || nnodes > MAX_NODES) {
+        hp_error("%s: %d nodes (allowed: 1 to %d)", origin, nnodes, MAX_NODES);
+        return -HP_ECONFIG;
+    }
+    for (int i = 0; i < nnodes; i++) {
+        if (nodes[i].ngpus < 0 || ngpus + nodes[i].ngpus > MAX_GPUS ||
+            strlen(nodes[i].name) >= HP_NODE_NAME_MAX) {
+            hp_error("%s: node '%.64s': %d GPUs or a name longer than %d characters", origin,
+                     nodes[i].name, nodes[i].ngpus, HP_NODE_NAME_MAX - 1);
+            return -HP_ECONFIG;
+        }
+        for (int j = 0; j < nodes[i].ngpus; j++)
+            if (hp_gpudb_find(db, nodes[i].types[j]) < 0) {
+                char where[256];
+                snprintf(where, sizeof(where), "%.120s: node %s", origin, nodes[i].name);
+                unknown_type(where, nodes[i].types[j], db);
+                return -HP_ECONFIG;
+            }
+        ngpus += nodes[i].ngpus;
+    }
+    c->nodes = calloc((size_t)nnodes, sizeof(*c->nodes));
+    c->gpus = calloc((size_t)(ngpus ? ngpus : 1), sizeof(*c->gpus));
+    if (!c->nodes || !c->gpus) {
+        hp_cluster_release(c);
+        return -HP_ENOMEM;
+    }
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    c->nnodes = nnodes;
+    c->ngpus = ngpus;
+    c->intra_node_gbs = db->intra_node_gbs;
+    c->inter_node_gbs = db->inter_node_gbs;
+    c->intra_latency_us = db->intra_latency_us;
+    c->inter_latency_us = db->inter_latency_us;
+    for (int i = 0, g = 0; i < nnodes; i++) {
+        snprintf(c->nodes[i].name, sizeof(c->nodes[i].name), "%s", nodes[i].name);
+        c->nodes[i].first_gpu = g;
+        c->nodes[i].ngpus = nodes[i].ngpus;
+        for (int j = 0; j < nodes[i].ngpus; j++, g++)
+            c->gpus[g] = (struct hp_gpu){.node = i,
+                                         .index = nodes[i].devices[j],
+                                         .type = hp_gpudb_find(db, nodes[i].types[j])};
+    }
+    return 0;
+}
+
+int hp_cluster_resolve(const char *name, char *buf, size_t n)
+{
+    if (hp_path_find("clusters", "HETPIPE_CLUSTERS", name, buf, n) == 0)
+        return 0;
+    hp_error("unknown cluster '%s': no %s.ini in $HETPIPE_CLUSTERS, ./etc/clusters, %s/clusters "
+             "or next to the executable (give a path to an .ini file, or see etc/clusters)",
+             name, name, HP_DATADIR);
+    return -HP_ENOTFOUND;
 }

@@ -21,6 +21,8 @@
 
 #include "gpudb.h"
 
+#include <stddef.h>
+
 #define HP_NODE_NAME_MAX 64
 
 struct hp_gpu {
@@ -52,6 +54,26 @@ int hp_cluster_load(const char *path, const struct hp_gpudb *db, struct hp_clust
  * types[i] (tests, synthetic benchmarks). Link speeds from db. */
 int hp_cluster_make(const struct hp_gpudb *db, int nnodes, const int *counts, const int *types,
                     struct hp_cluster *c);
+
+/* One node of a cluster built in memory (hetpipe launch: what Slurm allocated): its GPUs'
+ * type names and device indices. */
+struct hp_cluster_node {
+    const char *name;
+    int ngpus;
+    const char *const *types; /* [ngpus] */
+    const int *devices;       /* [ngpus] */
+};
+
+/* Build cluster `name` from nodes, resolving GPU types in db; link speeds from db. An unknown
+ * type is an error (-HP_ECONFIG, logged) naming `origin` ("Slurm job 42"), the node and the
+ * type, the known types and how to add one. */
+int hp_cluster_build(const struct hp_gpudb *db, const char *name, const char *origin,
+                     const struct hp_cluster_node *nodes, int nnodes, struct hp_cluster *c);
+
+/* Find cluster file NAME (a path containing '/' or ending in .ini is used as is): in
+ * $HETPIPE_CLUSTERS, ./etc/clusters, next to the executable (../etc/clusters,
+ * ../share/hetpipe/clusters) and HP_DATADIR/clusters. 0, or -HP_ENOTFOUND (logged). */
+int hp_cluster_resolve(const char *name, char *buf, size_t n);
 
 void hp_cluster_release(struct hp_cluster *c);
 

@@ -4,6 +4,7 @@
 #include "error.h"
 #include "ini.h"
 #include "log.h"
+#include "paths.h"
 #include "parse.h"
 
 #include <limits.h>
@@ -225,37 +226,10 @@ static int load_units(const struct hp_ini *ini, struct hp_model *m)
 
 int hp_model_resolve(const char *name, char *buf, size_t n)
 {
-    char exe[PATH_MAX], dirs[6][PATH_MAX];
-    const char *env = getenv("HETPIPE_MODELS");
-    size_t len = strlen(name);
-    int nd = 0;
-    ssize_t el;
-
     if (!buf || n == 0)
         return -HP_EINVAL;
-    if (strchr(name, '/') || (len > 4 && strcmp(name + len - 4, ".ini") == 0)) {
-        snprintf(buf, n, "%s", name);
+    if (hp_path_find("models", "HETPIPE_MODELS", name, buf, n) == 0)
         return 0;
-    }
-    if (env && *env)
-        snprintf(dirs[nd++], PATH_MAX, "%s", env);
-    snprintf(dirs[nd++], PATH_MAX, "etc/models");
-    el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (el > 0) {
-        exe[el] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(dirs[nd++], PATH_MAX, "%.3000s/../etc/models", exe);
-            snprintf(dirs[nd++], PATH_MAX, "%.3000s/../share/hetpipe/models", exe);
-        }
-    }
-    snprintf(dirs[nd++], PATH_MAX, "%s/models", HP_DATADIR);
-    for (int i = 0; i < nd; i++) {
-        snprintf(buf, n, "%.3000s/%s.ini", dirs[i], name);
-        if (access(buf, R_OK) == 0)
-            return 0;
-    }
     hp_error("unknown model '%s': no %s.ini in $HETPIPE_MODELS, ./etc/models, %s/models or "
              "next to the executable (give a path to an .ini file, or see etc/models)",
              name, name, HP_DATADIR);

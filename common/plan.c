@@ -7,40 +7,37 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 const char *hp_policy_name(enum hp_policy p)
 {
-    static const char *const names[] = {"auto", "np", "ed", "hd", "dp"};
-
-    return (unsigned)p <= HP_POLICY_DP ? names[p] : "?";
+    return hp_opt_word(HP_OPT_POLICY, p);
 }
 
 const char *hp_placement_name(enum hp_placement p)
 {
-    static const char *const names[] = {"default", "local"};
-
-    return (unsigned)p <= HP_PLACEMENT_LOCAL ? names[p] : "?";
+    return hp_opt_word(HP_OPT_PLACEMENT, p);
 }
 
-int hp_policy_parse(const char *s, enum hp_policy *out)
+void hp_plan_opts_from(struct hp_plan_opts *po, const struct hp_options *o)
 {
-    for (int i = 0; i <= HP_POLICY_DP; i++)
-        if (strcmp(s, hp_policy_name((enum hp_policy)i)) == 0) {
-            *out = (enum hp_policy)i;
-            return 0;
-        }
-    return -HP_EINVAL;
+    *po = (struct hp_plan_opts){.policy = (enum hp_policy)o->policy,
+                                .placement = (enum hp_placement)o->placement,
+                                .batch = (int)o->batch,
+                                .staleness = (int)o->staleness,
+                                .nm_max = (int)o->nm_max,
+                                .nm_fixed = (int)o->nm,
+                                .seed = (uint64_t)o->seed};
 }
 
-int hp_placement_parse(const char *s, enum hp_placement *out)
+void hp_plan_opts_to(const struct hp_plan_opts *po, struct hp_options *o)
 {
-    for (int i = 0; i <= HP_PLACEMENT_LOCAL; i++)
-        if (strcmp(s, hp_placement_name((enum hp_placement)i)) == 0) {
-            *out = (enum hp_placement)i;
-            return 0;
-        }
-    return -HP_EINVAL;
+    o->policy = po->policy;
+    o->placement = po->placement;
+    o->batch = po->batch;
+    o->staleness = po->staleness;
+    o->nm_max = po->nm_max;
+    o->nm = po->nm_fixed;
+    o->seed = (long)po->seed;
 }
 
 void hp_plan_release(struct hp_plan *plan)

@@ -9,6 +9,7 @@
 #define HP_PLAN_H
 
 #include "cluster.h"
+#include "options.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,7 +17,7 @@
 #define HP_PLAN_VERSION 2
 #define HP_MAX_VW_GPUS 64
 
-/* In the order users read them (usage texts, error messages); the names are the table's. */
+/* In the order of their words in the options table (options.h), which parses them. */
 enum hp_policy { HP_POLICY_AUTO, HP_POLICY_NP, HP_POLICY_ED, HP_POLICY_HD, HP_POLICY_DP };
 enum hp_placement { HP_PLACEMENT_DEFAULT, HP_PLACEMENT_LOCAL };
 
@@ -77,9 +78,10 @@ struct hp_plan {
 const char *hp_policy_name(enum hp_policy p);
 const char *hp_placement_name(enum hp_placement p);
 
-/* Parse a policy or placement name; 0 or -HP_EINVAL. */
-int hp_policy_parse(const char *s, enum hp_policy *out);
-int hp_placement_parse(const char *s, enum hp_placement *out);
+/* The planning options of o (policy, placement, batch, staleness, nm, nm_max, seed), and
+ * back (the other fields of o untouched). */
+void hp_plan_opts_from(struct hp_plan_opts *po, const struct hp_options *o);
+void hp_plan_opts_to(const struct hp_plan_opts *po, struct hp_options *o);
 
 void hp_plan_release(struct hp_plan *plan);
 

@@ -1,9 +1,10 @@
-/* planfile.c - writing and reading plan files. */
+/* planfile.c - writing and reading plan files (planfile.h). */
 #include "planfile.h"
 
 #include "error.h"
 #include "ini.h"
 #include "log.h"
+#include "options.h"
 #include "parse.h"
 
 #include <errno.h>
@@ -13,19 +14,50 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define MAX_PLAN_GPUS 4096
+
+/* The [plan] keys that are options: written and read by the options table. */
+static void write_options(FILE *f, const struct hp_plan *p)
+{
+    struct hp_options o;
+    char v[4200];
+
+    hp_options_init(&o, HP_CMD_PLAN);
+    hp_plan_opts_to(&p->opts, &o);
+    o.model = p->model;
+    for (int i = 0; i < HP_OPT_COUNT; i++)
+        if (hp_opts[i].plan_key && hp_opt_format(&o, (enum hp_opt)i, v, sizeof(v)) == 0)
+            fprintf(f, "%s = %s\n", hp_opts[i].plan_key, v);
+}
+
+static void write_nodes(FILE *f, const struct hp_cluster *cl, const struct hp_gpudb *db)
+{
+    for (int n = 0; n < cl->nnodes; n++) {
+        const struct hp_node *nd = &cl->nodes[n];
+        int identity = 1;
+        fprintf(f, "\n[node.%d]\nname = %s\ngpus = ", n, nd->name);
+        for (int i = 0; i < nd->ngpus; i++) {
+            fprintf(f, "%s%s", i ? "," : "", db->types[cl->gpus[nd->first_gpu + i].type].name);
+            identity &= cl->gpus[nd->first_gpu + i].index == i;
+        }
+        fprintf(f, "\n");
+        for (int i = 0; !identity && i < nd->ngpus; i++)
+            fprintf(f, "%s%d", i ? "," : "devices = ", cl->gpus[nd->first_gpu + i].index);
+        if (!identity)
+            fprintf(f, "\n");
+    }
+}
+
 int hp_planfile_write(FILE *f, const struct hp_plan *p, const struct hp_cluster *cl,
                       const struct hp_gpudb *db, const char *token)
 {
     int rank = 0;
 
     fprintf(f, "; hetpipe plan: written by hetpipe plan; read by hetpipe launch and the ranks\n");
-    fprintf(f, "[plan]\nversion = %d\nmodel = %s\ncluster = %s\nbatch = %d\nstaleness = %d\n",
-            p->version, p->model, p->cluster, p->opts.batch, p->opts.staleness);
-    fprintf(f, "policy = %s\ngrouping = %s\nplacement = %s\nnm_max = %d\nnm_fixed = %d\n",
-            hp_policy_name(p->opts.policy), hp_policy_name(p->grouping),
-            hp_placement_name(p->opts.placement), p->opts.nm_max, p->opts.nm_fixed);
-    fprintf(f, "seed = %llu\ntoken = %s\nunits = %d\nvws = %d\nshards = %d\nranks = %d\n",
-            (unsigned long long)p->opts.seed, token, p->nunits, p->nvws, p->nshards, p->nranks);
+    fprintf(f, "[plan]\nversion = %d\ncluster = %s\n", p->version, p->cluster);
+    write_options(f, p);
+    fprintf(f, "grouping = %s\ntoken = %s\nunits = %d\nvws = %d\nshards = %d\nranks = %d\n",
+            hp_policy_name(p->grouping), token, p->nunits, p->nvws, p->nshards, p->nranks);
     fprintf(f,
             "rate = %.17g\nallreduce_s = %.17g\nwave_bytes_default = %.17g\n"
             "wave_bytes_local = %.17g\nunit_shard = ",
@@ -33,20 +65,7 @@ int hp_planfile_write(FILE *f, const struct hp_plan *p, const struct hp_cluster 
     for (int u = 0; u < p->nunits; u++)
         fprintf(f, "%s%d", u ? "," : "", p->nshards ? p->unit_shard[u] : 0);
     fprintf(f, "\n");
-    for (int n = 0; n < cl->nnodes; n++) {
-        fprintf(f, "\n[node.%d]\nname = %s\ngpus = ", n, cl->nodes[n].name);
-        for (int i = 0; i < cl->nodes[n].ngpus; i++)
-            fprintf(f, "%s%s", i ? "," : "",
-                    db->types[cl->gpus[cl->nodes[n].first_gpu + i].type].name);
-        fprintf(f, "\n");
-        int identity = 1;
-        for (int i = 0; i < cl->nodes[n].ngpus; i++)
-            identity &= cl->gpus[cl->nodes[n].first_gpu + i].index == i;
-        for (int i = 0; !identity && i < cl->nodes[n].ngpus; i++)
-            fprintf(f, "%s%d", i ? "," : "devices = ", cl->gpus[cl->nodes[n].first_gpu + i].index);
-        if (!identity)
-            fprintf(f, "\n");
-    }
+    write_nodes(f, cl, db);
     for (int v = 0; v < p->nvws; v++) {
         const struct hp_vw_plan *vw = &p->vws[v];
         fprintf(f,
@@ -101,28 +120,25 @@ int hp_planfile_save(const char *path, const struct hp_plan *p, const struct hp_
     return rc;
 }
 
-static const char *const plan_keys[] = {"version",
-                                        "model",
-                                        "cluster",
-                                        "batch",
-                                        "staleness",
-                                        "policy",
-                                        "grouping",
-                                        "placement",
-                                        "nm_max",
-                                        "nm_fixed",
-                                        "seed",
-                                        "token",
-                                        "units",
-                                        "vws",
-                                        "shards",
-                                        "ranks",
-                                        "rate",
-                                        "allreduce_s",
-                                        "wave_bytes_default",
-                                        "wave_bytes_local",
-                                        "unit_shard",
-                                        NULL};
+/* ---- reading ------------------------------------------------------------------------------ */
+
+/* A plan being read: the file, and what the checks across sections need. */
+struct reader {
+    const char *path;
+    struct hp_ini *ini;
+    const struct hp_gpudb *db;
+    struct hp_plan *p;
+    struct hp_cluster *cl;
+    char *buf;    /* list scratch */
+    char **items; /* [MAX_PLAN_GPUS] */
+    int *rank_used, *gpu_used;
+};
+
+static const char *const plan_keys[] = {
+    "version",  "cluster", "model", "policy", "placement",   "staleness",
+    "nm",       "nm_max",  "batch", "seed",   "grouping",    "token",
+    "units",    "vws",     "shards", "ranks", "rate",        "allreduce_s",
+    "wave_bytes_default",  "wave_bytes_local", "unit_shard", NULL};
 static const char *const node_keys[] = {"name", "gpus", "devices", NULL};
 static const char *const vw_keys[] = {"nm", "stages", "rate", "bottleneck_s", "round_s", NULL};
 static const char *const stage_keys[] = {
@@ -133,270 +149,307 @@ static const char *const ps_keys[] = {"rank", "node", NULL};
 #define BAD(...)                                                                                   \
     do {                                                                                           \
         hp_error(__VA_ARGS__);                                                                     \
-        goto bad;                                                                                  \
+        return -HP_ECONFIG;                                                                        \
     } while (0)
 
-static int get_int(const struct hp_ini *ini, const char *sec, const char *key, long min, long max,
+static int get_int(const struct reader *r, const char *sec, const char *key, long min, long max,
                    int *out)
 {
     long v;
 
-    if (hp_ini_get_long(ini, sec, key, 1, 0, min, max, &v))
+    if (hp_ini_get_long(r->ini, sec, key, 1, 0, min, max, &v))
         return -1;
     *out = (int)v;
     return 0;
 }
 
-static int get_dbl(const struct hp_ini *ini, const char *sec, const char *key, double *out)
+static int get_dbl(const struct reader *r, const char *sec, const char *key, double *out)
 {
-    return hp_ini_get_double(ini, sec, key, 1, 0.0, 0.0, 1e300, out) ? -1 : 0;
+    return hp_ini_get_double(r->ini, sec, key, 1, 0.0, 0.0, 1e300, out) ? -1 : 0;
 }
 
-/* Split a comma-separated list into at most max items (copied into buf). */
-static int split_list(const char *s, char *buf, size_t bufsz, char **items, int max)
+/* Split a comma-separated list into r->items (at most max); the count, or -1. */
+static int split_list(struct reader *r, const char *s, int max)
 {
     int n = 0;
     char *save = NULL;
 
-    snprintf(buf, bufsz, "%s", s);
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    snprintf(r->buf, 65536, "%s", s);
+    for (char *t = strtok_r(r->buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (n == max)
             return -1;
         while (*t == ' ')
             t++;
-        items[n++] = t;
+        r->items[n++] = t;
     }
     return n;
 }
 
-int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan *p,
-                     struct hp_cluster *cl, char *token)
+/* The [plan] keys that are options, through the options table (its hard limits). */
+static int read_options(struct reader *r)
 {
-    struct hp_ini *ini = NULL;
+    struct hp_options o;
+    char what[4200], err[2048];
     const char *v;
-    char sec[64], *buf = NULL, **items = NULL;
-    int rc, version, *rank_used = NULL, *gpu_used = NULL;
-    long seed;
 
-    memset(p, 0, sizeof(*p));
-    memset(cl, 0, sizeof(*cl));
-    rc = hp_ini_load(path, &ini);
-    if (rc)
-        return rc;
-    rc = -HP_ECONFIG;
-    if (!hp_ini_has_section(ini, "plan"))
-        BAD("%s: not a plan file (no [plan] section)", path);
-    if (get_int(ini, "plan", "version", 0, 1 << 30, &version))
-        goto bad;
+    hp_options_init(&o, HP_CMD_PLAN);
+    for (int i = 0; i < HP_OPT_COUNT; i++) {
+        if (!hp_opts[i].plan_key)
+            continue;
+        if (hp_ini_get_str(r->ini, "plan", hp_opts[i].plan_key, 1, NULL, &v))
+            return -HP_ECONFIG;
+        snprintf(what, sizeof(what), "%s: [plan]: %s", r->path, hp_opts[i].plan_key);
+        if (hp_opt_set(&o, (enum hp_opt)i, what, v, NULL, 0, err, sizeof(err)))
+            BAD("%s", err);
+    }
+    hp_plan_opts_from(&r->p->opts, &o);
+    snprintf(r->p->model, sizeof(r->p->model), "%s", o.model);
+    if (hp_ini_get_str(r->ini, "plan", "grouping", 1, NULL, &v))
+        return -HP_ECONFIG;
+    snprintf(what, sizeof(what), "%s: [plan]: grouping", r->path);
+    if (hp_opt_set(&o, HP_OPT_POLICY, what, v, NULL, 0, err, sizeof(err)))
+        BAD("%s", err);
+    r->p->grouping = (enum hp_policy)o.policy;
+    return 0;
+}
+
+static int read_header(struct reader *r, char *token)
+{
+    struct hp_plan *p = r->p;
+    const char *v;
+    int version;
+
+    if (!hp_ini_has_section(r->ini, "plan"))
+        BAD("%s: not a plan file (no [plan] section)", r->path);
+    if (get_int(r, "plan", "version", 0, 1 << 30, &version))
+        return -HP_ECONFIG;
     if (version != HP_PLAN_VERSION)
         BAD("%s: plan file version %d is not supported (this hetpipe reads version %d; "
             "re-run hetpipe plan)",
-            path, version, HP_PLAN_VERSION);
+            r->path, version, HP_PLAN_VERSION);
     p->version = version;
-    if (hp_ini_check_keys(ini, "plan", plan_keys))
-        goto bad;
-    if (hp_ini_get_str(ini, "plan", "model", 1, NULL, &v))
-        goto bad;
-    snprintf(p->model, sizeof(p->model), "%s", v);
-    if (hp_ini_get_str(ini, "plan", "cluster", 1, NULL, &v))
-        goto bad;
+    if (hp_ini_check_keys(r->ini, "plan", plan_keys) || read_options(r) ||
+        hp_ini_get_str(r->ini, "plan", "cluster", 1, NULL, &v))
+        return -HP_ECONFIG;
     snprintf(p->cluster, sizeof(p->cluster), "%s", v);
-    snprintf(cl->name, sizeof(cl->name), "%s", v);
-    if (get_int(ini, "plan", "batch", 1, 1 << 20, &p->opts.batch) ||
-        get_int(ini, "plan", "staleness", 0, 1 << 20, &p->opts.staleness) ||
-        get_int(ini, "plan", "nm_max", 0, 1 << 20, &p->opts.nm_max) ||
-        get_int(ini, "plan", "nm_fixed", 0, 1 << 20, &p->opts.nm_fixed) ||
-        get_int(ini, "plan", "units", 1, 1 << 20, &p->nunits) ||
-        get_int(ini, "plan", "vws", 1, 1 << 20, &p->nvws) ||
-        get_int(ini, "plan", "shards", 0, 1 << 20, &p->nshards) ||
-        get_int(ini, "plan", "ranks", 1, 1 << 24, &p->nranks) ||
-        hp_ini_get_long(ini, "plan", "seed", 1, 0, 0, 0x7fffffffL, &seed) ||
-        get_dbl(ini, "plan", "rate", &p->rate) ||
-        get_dbl(ini, "plan", "allreduce_s", &p->allreduce_s) ||
-        get_dbl(ini, "plan", "wave_bytes_default", &p->wave_bytes[0]) ||
-        get_dbl(ini, "plan", "wave_bytes_local", &p->wave_bytes[1]))
-        goto bad;
-    p->opts.seed = (uint64_t)seed;
-    if (hp_ini_get_str(ini, "plan", "policy", 1, NULL, &v) || hp_policy_parse(v, &p->opts.policy))
-        BAD("%s: [plan]: key 'policy': expected np, ed, hd, auto or dp", path);
-    if (hp_ini_get_str(ini, "plan", "grouping", 1, NULL, &v) || hp_policy_parse(v, &p->grouping))
-        BAD("%s: [plan]: key 'grouping': expected np, ed, hd, auto or dp", path);
-    if (hp_ini_get_str(ini, "plan", "placement", 1, NULL, &v) ||
-        hp_placement_parse(v, &p->opts.placement))
-        BAD("%s: [plan]: key 'placement': expected default or local", path);
-    if (hp_ini_get_str(ini, "plan", "token", 1, NULL, &v))
-        goto bad;
+    snprintf(r->cl->name, sizeof(r->cl->name), "%s", v);
+    if (get_int(r, "plan", "units", 1, 1 << 20, &p->nunits) ||
+        get_int(r, "plan", "vws", 1, 1 << 20, &p->nvws) ||
+        get_int(r, "plan", "shards", 0, 1 << 20, &p->nshards) ||
+        get_int(r, "plan", "ranks", 1, 1 << 24, &p->nranks) ||
+        get_dbl(r, "plan", "rate", &p->rate) ||
+        get_dbl(r, "plan", "allreduce_s", &p->allreduce_s) ||
+        get_dbl(r, "plan", "wave_bytes_default", &p->wave_bytes[0]) ||
+        get_dbl(r, "plan", "wave_bytes_local", &p->wave_bytes[1]) ||
+        hp_ini_get_str(r->ini, "plan", "token", 1, NULL, &v))
+        return -HP_ECONFIG;
     if (strlen(v) != 32 || strspn(v, "0123456789abcdef") != 32)
-        BAD("%s: [plan]: key 'token': '%s' is not 32 lower-case hex digits", path, v);
+        BAD("%s: [plan]: key 'token': '%s' is not 32 lower-case hex digits", r->path, v);
     snprintf(token, 33, "%s", v);
+    return 0;
+}
 
-    /* nodes */
-    for (int n = 0;; n++) {
-        snprintf(sec, sizeof(sec), "node.%d", n);
-        if (!hp_ini_has_section(ini, sec))
-            break;
-        cl->nnodes = n + 1;
+/* A node's optional devices: distinct indices, one per GPU. */
+static int read_devices(struct reader *r, const char *sec, int n, int k)
+{
+    const char *v;
+    int kd;
+
+    if (!hp_ini_has(r->ini, sec, "devices"))
+        return 0;
+    hp_ini_get_str(r->ini, sec, "devices", 1, NULL, &v);
+    kd = split_list(r, v, MAX_PLAN_GPUS);
+    if (kd != k)
+        BAD("%s: [%s]: key 'devices': %d entries for %d GPUs", r->path, sec, kd < 0 ? 0 : kd, k);
+    for (int i = 0; i < k; i++) {
+        struct hp_gpu *g = &r->cl->gpus[r->cl->nodes[n].first_gpu];
+        long d;
+        if (hp_parse_long(r->items[i], 0, 4095, &d))
+            BAD("%s: [%s]: key 'devices': '%s' is not a device index 0..4095", r->path, sec,
+                r->items[i]);
+        for (int j = 0; j < i; j++)
+            if (g[j].index == (int)d)
+                BAD("%s: [%s]: key 'devices': device %ld is given twice", r->path, sec, d);
+        g[i].index = (int)d;
     }
+    return 0;
+}
+
+static int read_nodes(struct reader *r)
+{
+    struct hp_cluster *cl = r->cl;
+    char sec[64];
+    const char *v;
+
+    while (snprintf(sec, sizeof(sec), "node.%d", cl->nnodes), hp_ini_has_section(r->ini, sec))
+        cl->nnodes++;
     if (cl->nnodes == 0)
-        BAD("%s: no [node.0] section", path);
+        BAD("%s: no [node.0] section", r->path);
     cl->nodes = calloc((size_t)cl->nnodes, sizeof(*cl->nodes));
-    cl->gpus = calloc(4096, sizeof(*cl->gpus));
-    buf = malloc(65536);
-    items = calloc(4096, sizeof(*items));
-    if (!cl->nodes || !cl->gpus || !buf || !items) {
-        rc = -HP_ENOMEM;
-        goto bad;
-    }
+    cl->gpus = calloc(MAX_PLAN_GPUS, sizeof(*cl->gpus));
+    if (!cl->nodes || !cl->gpus)
+        return -HP_ENOMEM;
     for (int n = 0; n < cl->nnodes; n++) {
         snprintf(sec, sizeof(sec), "node.%d", n);
-        if (hp_ini_check_keys(ini, sec, node_keys) || hp_ini_get_str(ini, sec, "name", 1, NULL, &v))
-            goto bad;
+        if (hp_ini_check_keys(r->ini, sec, node_keys) ||
+            hp_ini_get_str(r->ini, sec, "name", 1, NULL, &v))
+            return -HP_ECONFIG;
         snprintf(cl->nodes[n].name, sizeof(cl->nodes[n].name), "%s", v);
-        if (hp_ini_get_str(ini, sec, "gpus", 1, NULL, &v))
-            goto bad;
-        int k = split_list(v, buf, 65536, items, 4096 - cl->ngpus);
+        if (hp_ini_get_str(r->ini, sec, "gpus", 1, NULL, &v))
+            return -HP_ECONFIG;
+        const int k = split_list(r, v, MAX_PLAN_GPUS - cl->ngpus);
         if (k <= 0)
-            BAD("%s: [%s]: key 'gpus': expected a comma-separated list of GPU types", path, sec);
+            BAD("%s: [%s]: key 'gpus': expected a comma-separated list of GPU types", r->path,
+                sec);
         cl->nodes[n].first_gpu = cl->ngpus;
         cl->nodes[n].ngpus = k;
         for (int i = 0; i < k; i++) {
-            int t = hp_gpudb_find(db, items[i]);
+            const int t = hp_gpudb_find(r->db, r->items[i]);
             if (t < 0)
-                BAD("%s: [%s]: unknown GPU type '%s'", path, sec, items[i]);
+                BAD("%s: [%s]: unknown GPU type '%s'", r->path, sec, r->items[i]);
             cl->gpus[cl->ngpus++] = (struct hp_gpu){.node = n, .index = i, .type = t};
         }
-        if (hp_ini_has(ini, sec, "devices")) {
-            hp_ini_get_str(ini, sec, "devices", 1, NULL, &v);
-            int kd = split_list(v, buf, 65536, items, 4096);
-            if (kd != k)
-                BAD("%s: [%s]: key 'devices': %d entries for %d GPUs", path, sec, kd < 0 ? 0 : kd,
-                    k);
-            for (int i = 0; i < k; i++) {
-                long d;
-                if (hp_parse_long(items[i], 0, 4095, &d))
-                    BAD("%s: [%s]: key 'devices': '%s' is not a device index 0..4095", path, sec,
-                        items[i]);
-                for (int j = 0; j < i; j++)
-                    if (cl->gpus[cl->nodes[n].first_gpu + j].index == (int)d)
-                        BAD("%s: [%s]: key 'devices': device %ld is given twice", path, sec, d);
-                cl->gpus[cl->nodes[n].first_gpu + i].index = (int)d;
-            }
-        }
+        if (read_devices(r, sec, n, k))
+            return -HP_ECONFIG;
     }
-    if (p->nshards > cl->nnodes)
-        BAD("%s: [plan]: %d PS shards for %d nodes", path, p->nshards, cl->nnodes);
+    if (r->p->nshards > cl->nnodes)
+        BAD("%s: [plan]: %d PS shards for %d nodes", r->path, r->p->nshards, cl->nnodes);
+    return 0;
+}
 
-    /* placement */
-    p->unit_shard = calloc((size_t)p->nunits, sizeof(int));
-    p->vws = calloc((size_t)p->nvws, sizeof(*p->vws));
-    rank_used = calloc((size_t)p->nranks, sizeof(int));
-    gpu_used = calloc((size_t)cl->ngpus, sizeof(int));
-    if (!p->unit_shard || !p->vws || !rank_used || !gpu_used) {
-        rc = -HP_ENOMEM;
-        goto bad;
-    }
-    if (hp_ini_get_str(ini, "plan", "unit_shard", 1, NULL, &v))
-        goto bad;
-    {
-        int k = split_list(v, buf, 65536, items, 4096);
-        if (k != p->nunits)
-            BAD("%s: [plan]: key 'unit_shard': %d entries for %d units", path, k < 0 ? 0 : k,
-                p->nunits);
-        for (int u = 0; u < k; u++) {
-            long x;
-            if (hp_parse_long(items[u], 0, p->nshards ? p->nshards - 1 : 0, &x))
-                BAD("%s: [plan]: key 'unit_shard': entry %d ('%s') is not a shard 0..%d", path, u,
-                    items[u], p->nshards ? p->nshards - 1 : 0);
-            p->unit_shard[u] = (int)x;
-        }
-    }
+static int read_unit_shard(struct reader *r)
+{
+    struct hp_plan *p = r->p;
+    const int last = p->nshards ? p->nshards - 1 : 0;
+    const char *v;
+    int k;
 
-    /* VWs and stages */
-    for (int w = 0; w < p->nvws; w++) {
-        struct hp_vw_plan *vw = &p->vws[w];
-        int next = 0;
-        snprintf(sec, sizeof(sec), "vw.%d", w);
-        if (!hp_ini_has_section(ini, sec))
-            BAD("%s: [plan] says %d virtual workers but there is no [%s]", path, p->nvws, sec);
-        if (hp_ini_check_keys(ini, sec, vw_keys) || get_int(ini, sec, "nm", 1, 1 << 20, &vw->nm) ||
-            get_int(ini, sec, "stages", 1, HP_MAX_VW_GPUS, &vw->nstages) ||
-            get_dbl(ini, sec, "rate", &vw->rate) ||
-            get_dbl(ini, sec, "bottleneck_s", &vw->bottleneck_s) ||
-            get_dbl(ini, sec, "round_s", &vw->round_s))
-            goto bad;
-        for (int s = 0; s < vw->nstages; s++) {
-            struct hp_stage_plan *st = &vw->stages[s];
-            int rank, node, dev, gi = -1;
-            snprintf(sec, sizeof(sec), "vw.%d.stage.%d", w, s);
-            if (!hp_ini_has_section(ini, sec))
-                BAD("%s: [vw.%d] has %d stages but there is no [%s]", path, w, vw->nstages, sec);
-            if (hp_ini_check_keys(ini, sec, stage_keys) ||
-                get_int(ini, sec, "rank", 0, p->nranks - 1, &rank) ||
-                get_int(ini, sec, "node", 0, cl->nnodes - 1, &node) ||
-                get_int(ini, sec, "device", 0, 4095, &dev) ||
-                get_int(ini, sec, "first_unit", 0, p->nunits - 1, &st->u0) ||
-                get_int(ini, sec, "end_unit", 1, p->nunits, &st->u1) ||
-                get_int(ini, sec, "in_flight", 1, 1 << 20, &st->in_flight) ||
-                get_dbl(ini, sec, "fwd_s", &st->fwd_s) || get_dbl(ini, sec, "bwd_s", &st->bwd_s) ||
-                get_dbl(ini, sec, "send_s", &st->send_s) ||
-                get_dbl(ini, sec, "send_back_s", &st->send_back_s) ||
-                get_dbl(ini, sec, "memory", &st->memory) ||
-                get_dbl(ini, sec, "capacity", &st->capacity) ||
-                hp_ini_get_str(ini, sec, "type", 1, NULL, &v))
-                goto bad;
-            for (int i = 0; i < cl->nodes[node].ngpus; i++)
-                if (cl->gpus[cl->nodes[node].first_gpu + i].index == dev)
-                    gi = cl->nodes[node].first_gpu + i;
-            if (gi < 0)
-                BAD("%s: [%s]: device %d, but node '%s' has no such GPU (it has %d)", path, sec,
-                    dev, cl->nodes[node].name, cl->nodes[node].ngpus);
-            if (strcmp(db->types[cl->gpus[gi].type].name, v) != 0)
-                BAD("%s: [%s]: type '%s', but GPU %d of node '%s' is a %s", path, sec, v, dev,
-                    cl->nodes[node].name, db->types[cl->gpus[gi].type].name);
-            if (gpu_used[gi]++)
-                BAD("%s: [%s]: GPU %d of node '%s' is used twice", path, sec, dev,
-                    cl->nodes[node].name);
-            if (rank_used[rank]++)
-                BAD("%s: [%s]: rank %d is used twice", path, sec, rank);
-            if (st->u0 != next || st->u1 <= st->u0)
-                BAD("%s: [%s]: units %d..%d, but the stage must start at unit %d and hold at "
-                    "least one",
-                    path, sec, st->u0, st->u1 - 1, next);
-            next = st->u1;
-            st->gpu = gi;
-            st->compute_s = st->fwd_s + st->bwd_s;
-            st->transfer_s = st->send_s + st->send_back_s;
-        }
-        if (next != p->nunits)
-            BAD("%s: [vw.%d]: units %d..%d are in no stage", path, w, next, p->nunits - 1);
-        for (int s = 0; s < vw->nstages; s++)
-            if (vw->stages[s].in_flight > vw->nm)
-                BAD("%s: [vw.%d.stage.%d]: in_flight %d, more than the VW's Nm %d", path, w, s,
-                    vw->stages[s].in_flight, vw->nm);
-        /* WSP's clocks count waves: one wave size for the job (plan.c, eval_grouping) */
-        if (p->nshards && vw->nm != p->vws[0].nm)
-            BAD("%s: [vw.%d]: nm = %d, but [vw.0] has %d: with parameter servers every VW "
-                "has the same Nm",
-                path, w, vw->nm, p->vws[0].nm);
+    if (hp_ini_get_str(r->ini, "plan", "unit_shard", 1, NULL, &v))
+        return -HP_ECONFIG;
+    k = split_list(r, v, MAX_PLAN_GPUS);
+    if (k != p->nunits)
+        BAD("%s: [plan]: key 'unit_shard': %d entries for %d units", r->path, k < 0 ? 0 : k,
+            p->nunits);
+    for (int u = 0; u < k; u++) {
+        long x;
+        if (hp_parse_long(r->items[u], 0, last, &x))
+            BAD("%s: [plan]: key 'unit_shard': entry %d ('%s') is not a shard 0..%d", r->path, u,
+                r->items[u], last);
+        p->unit_shard[u] = (int)x;
     }
-    for (int s = 0; s < p->nshards; s++) {
+    return 0;
+}
+
+/* [vw.W.stage.S]: its GPU (node, device, type), rank, units from `next`, figures. */
+static int read_stage(struct reader *r, int w, int s, int *next)
+{
+    struct hp_stage_plan *st = &r->p->vws[w].stages[s];
+    const struct hp_cluster *cl = r->cl;
+    int rank, node, dev, gi = -1;
+    const char *v;
+    char sec[64];
+
+    snprintf(sec, sizeof(sec), "vw.%d.stage.%d", w, s);
+    if (!hp_ini_has_section(r->ini, sec))
+        BAD("%s: [vw.%d] has %d stages but there is no [%s]", r->path, w, r->p->vws[w].nstages,
+            sec);
+    if (hp_ini_check_keys(r->ini, sec, stage_keys) ||
+        get_int(r, sec, "rank", 0, r->p->nranks - 1, &rank) ||
+        get_int(r, sec, "node", 0, cl->nnodes - 1, &node) ||
+        get_int(r, sec, "device", 0, 4095, &dev) ||
+        get_int(r, sec, "first_unit", 0, r->p->nunits - 1, &st->u0) ||
+        get_int(r, sec, "end_unit", 1, r->p->nunits, &st->u1) ||
+        get_int(r, sec, "in_flight", 1, 1 << 20, &st->in_flight) ||
+        get_dbl(r, sec, "fwd_s", &st->fwd_s) || get_dbl(r, sec, "bwd_s", &st->bwd_s) ||
+        get_dbl(r, sec, "send_s", &st->send_s) ||
+        get_dbl(r, sec, "send_back_s", &st->send_back_s) ||
+        get_dbl(r, sec, "memory", &st->memory) || get_dbl(r, sec, "capacity", &st->capacity) ||
+        hp_ini_get_str(r->ini, sec, "type", 1, NULL, &v))
+        return -HP_ECONFIG;
+    for (int i = 0; i < cl->nodes[node].ngpus; i++)
+        if (cl->gpus[cl->nodes[node].first_gpu + i].index == dev)
+            gi = cl->nodes[node].first_gpu + i;
+    if (gi < 0)
+        BAD("%s: [%s]: device %d, but node '%s' has no such GPU (it has %d)", r->path, sec, dev,
+            cl->nodes[node].name, cl->nodes[node].ngpus);
+    if (strcmp(r->db->types[cl->gpus[gi].type].name, v) != 0)
+        BAD("%s: [%s]: type '%s', but GPU %d of node '%s' is a %s", r->path, sec, v, dev,
+            cl->nodes[node].name, r->db->types[cl->gpus[gi].type].name);
+    if (r->gpu_used[gi]++)
+        BAD("%s: [%s]: GPU %d of node '%s' is used twice", r->path, sec, dev, cl->nodes[node].name);
+    if (r->rank_used[rank]++)
+        BAD("%s: [%s]: rank %d is used twice", r->path, sec, rank);
+    if (st->u0 != *next || st->u1 <= st->u0)
+        BAD("%s: [%s]: units %d..%d, but the stage must start at unit %d and hold at least one",
+            r->path, sec, st->u0, st->u1 - 1, *next);
+    *next = st->u1;
+    st->gpu = gi;
+    st->compute_s = st->fwd_s + st->bwd_s;
+    st->transfer_s = st->send_s + st->send_back_s;
+    return 0;
+}
+
+static int read_vw(struct reader *r, int w)
+{
+    struct hp_plan *p = r->p;
+    struct hp_vw_plan *vw = &p->vws[w];
+    int next = 0;
+    char sec[64];
+
+    snprintf(sec, sizeof(sec), "vw.%d", w);
+    if (!hp_ini_has_section(r->ini, sec))
+        BAD("%s: [plan] says %d virtual workers but there is no [%s]", r->path, p->nvws, sec);
+    if (hp_ini_check_keys(r->ini, sec, vw_keys) || get_int(r, sec, "nm", 1, 1 << 20, &vw->nm) ||
+        get_int(r, sec, "stages", 1, HP_MAX_VW_GPUS, &vw->nstages) ||
+        get_dbl(r, sec, "rate", &vw->rate) || get_dbl(r, sec, "bottleneck_s", &vw->bottleneck_s) ||
+        get_dbl(r, sec, "round_s", &vw->round_s))
+        return -HP_ECONFIG;
+    for (int s = 0; s < vw->nstages; s++)
+        if (read_stage(r, w, s, &next))
+            return -HP_ECONFIG;
+    if (next != p->nunits)
+        BAD("%s: [vw.%d]: units %d..%d are in no stage", r->path, w, next, p->nunits - 1);
+    for (int s = 0; s < vw->nstages; s++)
+        if (vw->stages[s].in_flight > vw->nm)
+            BAD("%s: [vw.%d.stage.%d]: in_flight %d, more than the VW's Nm %d", r->path, w, s,
+                vw->stages[s].in_flight, vw->nm);
+    /* WSP's clocks count waves: one wave size for the job (planner.c, eval_grouping) */
+    if (p->nshards && vw->nm != p->vws[0].nm)
+        BAD("%s: [vw.%d]: nm = %d, but [vw.0] has %d: with parameter servers every VW has the "
+            "same Nm",
+            r->path, w, vw->nm, p->vws[0].nm);
+    return 0;
+}
+
+static int read_shards(struct reader *r)
+{
+    char sec[64];
+
+    for (int s = 0; s < r->p->nshards; s++) {
         int rank, node;
         snprintf(sec, sizeof(sec), "ps.%d", s);
-        if (!hp_ini_has_section(ini, sec))
-            BAD("%s: [plan] says %d PS shards but there is no [%s]", path, p->nshards, sec);
-        if (hp_ini_check_keys(ini, sec, ps_keys) ||
-            get_int(ini, sec, "rank", 0, p->nranks - 1, &rank) ||
-            get_int(ini, sec, "node", 0, cl->nnodes - 1, &node))
-            goto bad;
-        if (rank_used[rank]++)
-            BAD("%s: [%s]: rank %d is used twice", path, sec, rank);
+        if (!hp_ini_has_section(r->ini, sec))
+            BAD("%s: [plan] says %d PS shards but there is no [%s]", r->path, r->p->nshards, sec);
+        if (hp_ini_check_keys(r->ini, sec, ps_keys) ||
+            get_int(r, sec, "rank", 0, r->p->nranks - 1, &rank) ||
+            get_int(r, sec, "node", 0, r->cl->nnodes - 1, &node))
+            return -HP_ECONFIG;
+        if (r->rank_used[rank]++)
+            BAD("%s: [%s]: rank %d is used twice", r->path, sec, rank);
     }
-    for (int r = 0; r < p->nranks; r++)
-        if (!rank_used[r])
-            BAD("%s: rank %d of %d has no role", path, r, p->nranks);
-    /* no section the format does not know */
-    for (int i = 0; i < hp_ini_nsections(ini); i++) {
-        const char *s = hp_ini_section(ini, i);
+    for (int k = 0; k < r->p->nranks; k++)
+        if (!r->rank_used[k])
+            BAD("%s: rank %d of %d has no role", r->path, k, r->p->nranks);
+    return 0;
+}
+
+/* No section the format does not know. */
+static int check_sections(const struct reader *r)
+{
+    const struct hp_plan *p = r->p;
+
+    for (int i = 0; i < hp_ini_nsections(r->ini); i++) {
+        const char *s = hp_ini_section(r->ini, i);
         int a, b, n = 0;
         if (strcmp(s, "plan") == 0 || (sscanf(s, "node.%d%n", &a, &n) == 1 && !s[n]) ||
             (sscanf(s, "vw.%d.stage.%d%n", &a, &b, &n) == 2 && !s[n] && a < p->nvws &&
@@ -404,25 +457,62 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
             (sscanf(s, "vw.%d%n", &a, &n) == 1 && !s[n] && a < p->nvws) ||
             (sscanf(s, "ps.%d%n", &a, &n) == 1 && !s[n] && a < p->nshards))
             continue;
-        BAD("%s: unknown or surplus section [%s]", path, s);
+        BAD("%s: unknown or surplus section [%s]", r->path, s);
     }
-    cl->intra_node_gbs = db->intra_node_gbs;
-    cl->inter_node_gbs = db->inter_node_gbs;
-    cl->intra_latency_us = db->intra_latency_us;
-    cl->inter_latency_us = db->inter_latency_us;
-    rc = 0;
-bad:
-    free(buf);
-    free(items);
-    free(rank_used);
-    free(gpu_used);
-    hp_ini_destroy(ini);
+    return 0;
+}
+
+static int read_plan(struct reader *r, char *token)
+{
+    struct hp_plan *p = r->p;
+    int rc;
+
+    if ((rc = read_header(r, token)) || (rc = read_nodes(r)))
+        return rc;
+    p->unit_shard = calloc((size_t)p->nunits, sizeof(int));
+    p->vws = calloc((size_t)p->nvws, sizeof(*p->vws));
+    r->rank_used = calloc((size_t)p->nranks, sizeof(int));
+    r->gpu_used = calloc((size_t)r->cl->ngpus, sizeof(int));
+    if (!p->unit_shard || !p->vws || !r->rank_used || !r->gpu_used)
+        return -HP_ENOMEM;
+    if ((rc = read_unit_shard(r)))
+        return rc;
+    for (int w = 0; w < p->nvws; w++)
+        if ((rc = read_vw(r, w)))
+            return rc;
+    if ((rc = read_shards(r)) || (rc = check_sections(r)))
+        return rc;
+    r->cl->intra_node_gbs = r->db->intra_node_gbs;
+    r->cl->inter_node_gbs = r->db->inter_node_gbs;
+    r->cl->intra_latency_us = r->db->intra_latency_us;
+    r->cl->inter_latency_us = r->db->inter_latency_us;
+    return 0;
+}
+
+int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan *p,
+                     struct hp_cluster *cl, char *token)
+{
+    struct reader r = {.path = path, .db = db, .p = p, .cl = cl};
+    int rc;
+
+    memset(p, 0, sizeof(*p));
+    memset(cl, 0, sizeof(*cl));
+    rc = hp_ini_load(path, &r.ini);
+    if (rc)
+        return rc;
+    r.buf = malloc(65536);
+    r.items = calloc(MAX_PLAN_GPUS, sizeof(*r.items));
+    rc = r.buf && r.items ? read_plan(&r, token) : -HP_ENOMEM;
+    if (rc == -HP_ENOMEM)
+        hp_error("%s: out of memory reading the plan", path);
+    free(r.buf);
+    free(r.items);
+    free(r.rank_used);
+    free(r.gpu_used);
+    hp_ini_destroy(r.ini);
     if (rc) {
         hp_plan_release(p);
-        free(cl->nodes);
-        free(cl->gpus);
-        cl->nodes = NULL;
-        cl->gpus = NULL;
+        hp_cluster_release(cl);
     }
-    return rc;
+    return rc ? -HP_ECONFIG : 0;
 }

@@ -225,6 +225,38 @@ int hp_alloc_write_cluster(const struct hp_alloc *a, const char *name, const cha
     return 0;
 }
 
+int hp_alloc_cluster(const struct hp_alloc *a, const struct hp_gpudb *db, const char *name,
+                     struct hp_cluster *c)
+{
+    struct hp_cluster_node *nodes = calloc((size_t)(a->nnodes ? a->nnodes : 1), sizeof(*nodes));
+    const char **types = calloc((size_t)a->nnodes * HP_ALLOC_GPUS_MAX + 1, sizeof(*types));
+    int *devices = calloc((size_t)a->nnodes * HP_ALLOC_GPUS_MAX + 1, sizeof(*devices));
+    char origin[64];
+    int rc = -HP_ENOMEM;
+
+    if (nodes && types && devices) {
+        for (int i = 0; i < a->nnodes; i++) {
+            const struct hp_alloc_node *n = &a->nodes[i];
+            nodes[i] = (struct hp_cluster_node){.name = n->name,
+                                                .ngpus = n->ngpus,
+                                                .types = types + i * HP_ALLOC_GPUS_MAX,
+                                                .devices = devices + i * HP_ALLOC_GPUS_MAX};
+            for (int g = 0; g < n->ngpus; g++) {
+                types[i * HP_ALLOC_GPUS_MAX + g] = n->gpus[g].type;
+                devices[i * HP_ALLOC_GPUS_MAX + g] = n->gpus[g].index;
+            }
+        }
+        snprintf(origin, sizeof(origin), "Slurm job %lu", a->jobid);
+        rc = hp_cluster_build(db, name, origin, nodes, a->nnodes, c);
+    } else {
+        hp_error("out of memory describing the allocation of job %lu", a->jobid);
+    }
+    free(nodes);
+    free(types);
+    free(devices);
+    return rc;
+}
+
 #if HP_HAVE_SLURM
 
 /* Append the GPU nodes of one job record (one hetjob component) to a. */

@@ -54,6 +54,11 @@ int hp_slurm_discover(unsigned long jobid, struct hp_alloc *a);
  * TYPE:COUNT runs and their devices) to path. 0 or -errno (logged). */
 int hp_alloc_write_cluster(const struct hp_alloc *a, const char *name, const char *path);
 
+/* The planner's cluster for `a`, built in memory (GPU types resolved in db; an unknown one is
+ * an error naming the job, the node and the type). 0 or a negative code (logged). */
+int hp_alloc_cluster(const struct hp_alloc *a, const struct hp_gpudb *db, const char *name,
+                     struct hp_cluster *c);
+
 void hp_alloc_release(struct hp_alloc *a);
 
 #endif

@@ -23,24 +23,12 @@
 #define FASHION_TRAIN_N 60000 /* samples, as data.c checks */
 #define FASHION_TEST_N 10000
 
-void hp_worker_opts_init(struct hp_worker_opts *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->device = "cpu";
-    o->epochs = 5;
-    o->lr = 0.05f;
-    o->momentum = 0.9f;
-    o->weight_decay = 5e-4f;
-    o->cosine = 1;
-    o->log_every = 100;
-    o->timeout_ms = 60000;
-}
-
 struct stage {
     const struct hp_plan *plan;
     const struct hp_cluster *cl;
     const struct hp_model *model;
-    const struct hp_worker_opts *o;
+    const struct hp_options *o;
+    int timeout_ms; /* --timeout */
     struct hp_comm *comm;
     int rank, v, s, k, nvws, batch, w, dp;
     int prev, next, first, last; /* ranks (-1 when none) */
@@ -131,7 +119,7 @@ static int recv_checked(struct stage *g, int peer, int type, struct hp_msg_buf *
                         size_t bytes, const char *what)
 {
     const double t0 = hp_now_s();
-    int rc = hp_comm_recv_buf(g->comm, peer, type, b, g->o->timeout_ms);
+    int rc = hp_comm_recv_buf(g->comm, peer, type, b, g->timeout_ms);
     const struct hp_msg_header *h = hp_msg_buf_header(b);
 
     g->comm_s += hp_now_s() - t0;
@@ -154,7 +142,7 @@ static int send_buf(struct stage *g, struct hp_msg_buf **pair, int *i, struct hp
 {
     const double t0 = hp_now_s();
     struct hp_msg_buf *b = pair[*i];
-    int rc = hp_comm_send_wait(g->comm, b, g->o->timeout_ms);
+    int rc = hp_comm_send_wait(g->comm, b, g->timeout_ms);
 
     g->comm_s += hp_now_s() - t0;
     *i ^= 1;
@@ -189,11 +177,13 @@ static int send_msg(struct stage *g, int peer, int type, struct hp_msg_buf *b, l
  * local4 under ed, 4 epochs: 88.1% at 0.025 per VW, 90.0% at 0.0125.) */
 static float lr_at(const struct stage *g, long step, long total)
 {
-    const struct hp_worker_opts *o = g->o;
-    const double lr = !g->dp && g->nvws > 1 ? o->lr / g->nvws : o->lr;
+    const struct hp_options *o = g->o;
+    const float lr0 = (float)o->lr;
+    const double lr = !g->dp && g->nvws > 1 ? lr0 / g->nvws : lr0;
 
-    return o->cosine ? (float)(0.5 * lr * (1.0 + cos(M_PI * (double)step / (double)total)))
-                     : (float)lr;
+    return o->schedule == HP_SCHEDULE_COSINE
+               ? (float)(0.5 * lr * (1.0 + cos(M_PI * (double)step / (double)total)))
+               : (float)lr;
 }
 
 /* Before an update: every outstanding minibatch still on the current weights gets them
@@ -373,7 +363,7 @@ static int dp_allreduce(struct stage *g, long step)
     int rc = g->be->ops->download(g->be, g->hgrad, hp_net_grads(g->net), bytes);
 
     if (!rc)
-        rc = hp_allreduce_sum(g->ar, g->hgrad, g->nparams, step, g->o->timeout_ms);
+        rc = hp_allreduce_sum(g->ar, g->hgrad, g->nparams, step, g->timeout_ms);
     if (rc) {
         hp_error("replica %d: the allreduce of step %ld failed: %s", g->v, step, hp_strerror(rc));
         return rc;
@@ -668,7 +658,7 @@ static int setup(struct stage *g)
         return -HP_ECONFIG;
     }
 
-    rc = hp_backend_create(g->o->device, &g->be);
+    rc = hp_backend_create(hp_opt_word(HP_OPT_DEVICE, g->o->device), &g->be);
     if (!rc)
         rc = hp_backend_track_memory(g->be);
     if (rc)
@@ -775,7 +765,7 @@ static int sync_setup(struct stage *g, long my_mb)
                                   g->nparams * sizeof(float));
     if (!rc)
         rc = hp_ps_client_create(p, g->model, g->v, g->s, g->cl->gpus[g->st->gpu].node, g->rank,
-                                 g->comm, g->hparams, g->o->timeout_ms, g->trace, &g->ps);
+                                 g->comm, g->hparams, g->timeout_ms, g->trace, &g->ps);
     return rc;
 }
 
@@ -824,7 +814,7 @@ static void teardown(struct stage *g)
 
 static int open_files(struct stage *g)
 {
-    const struct hp_worker_opts *o = g->o;
+    const struct hp_options *o = g->o;
     const int reporter = g->v == 0 && g->s == 0;
 
     if (o->weight_log) {
@@ -913,10 +903,10 @@ static int eval_report(struct stage *g, struct hp_worker_result *res, int epoch,
     if (rc || g->s != 0)
         return rc;
     if (nb >= 0)
-        printf("epoch %d/%d step %ld/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs,
+        printf("epoch %d/%ld step %ld/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs,
                nb, my_mb, *tl, 100.0 * *ta);
     else
-        printf("epoch %d/%d test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs, *tl,
+        printf("epoch %d/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs, *tl,
                100.0 * *ta);
     if (g->metrics) { /* flushed: whoever follows the run sees each evaluation as it comes */
         fprintf(g->metrics, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, step, train_s, *tl, *ta);
@@ -954,7 +944,7 @@ static int eval_verdict(struct stage *g, long n, int *stop)
     if (g->rank == from) {
         for (int r = 0; r < workers && !rc; r++)
             if (r != from)
-                rc = hp_comm_send(g->comm, r, &h, NULL, g->o->timeout_ms);
+                rc = hp_comm_send(g->comm, r, &h, NULL, g->timeout_ms);
     } else {
         /* VW 0's evaluation may take long: no timeout, but a dead peer ends the wait */
         rc = hp_comm_recv(g->comm, from, HP_MSG_CONTROL, &h, NULL, 0, -1);
@@ -995,7 +985,7 @@ static void print_clocks(const struct stage *g, double elapsed)
 
 int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                   const struct hp_gpudb *db, const struct hp_model *model, int rank,
-                  struct hp_comm *comm, const struct hp_worker_opts *o,
+                  struct hp_comm *comm, const struct hp_options *o,
                   struct hp_worker_result *res)
 {
     struct stage g = {0};
@@ -1008,6 +998,7 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     g.model = model;
     g.o = o;
     g.comm = comm;
+    g.timeout_ms = (int)(o->timeout * 1000.0);
     g.rank = rank;
     g.nvws = plan->nvws;
     g.v = -1;
@@ -1036,9 +1027,9 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     ntrain =
         o->train_limit > 0 && o->train_limit < FASHION_TRAIN_N ? o->train_limit : FASHION_TRAIN_N;
     if (g.s == 0) {
-        rc = hp_dataset_load_fashion_mnist(o->data_dir, 1, &g.train);
+        rc = hp_dataset_load_fashion_mnist(o->data, 1, &g.train);
         if (!rc && g.v == 0)
-            rc = hp_dataset_load_fashion_mnist(o->data_dir, 0, &g.test);
+            rc = hp_dataset_load_fashion_mnist(o->data, 0, &g.test);
         if (rc)
             goto out;
         if (g.train.n < ntrain) {
@@ -1078,13 +1069,13 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     if (reporter) {
         if (g.dp)
             printf("hetpipe: model %s, dp over %d replicas (ring allreduce every minibatch), "
-                   "batch %d per replica, %d epochs of %ld steps, lr %g, seed %llu%s\n",
+                   "batch %d per replica, %ld epochs of %ld steps, lr %g, seed %llu%s\n",
                    model->name, g.nvws, g.batch, o->epochs, my_mb, o->lr,
                    (unsigned long long)plan->opts.seed,
                    o->emulate > 0 ? ", emulated GPU types" : "");
         else
             printf("hetpipe: model %s, %d virtual worker%s, this one of %d stage%s, Nm %d, batch "
-                   "%d, %d epochs of %ld minibatches, lr %g%s, seed %llu%s%s\n",
+                   "%d, %ld epochs of %ld minibatches, lr %g%s, seed %llu%s%s\n",
                    model->name, g.nvws, g.nvws == 1 ? "" : "s", g.k, g.k == 1 ? "" : "s", g.nm,
                    g.batch, o->epochs, my_mb, o->lr, g.nvws > 1 ? " (/ VWs in each)" : "",
                    (unsigned long long)plan->opts.seed,
@@ -1153,7 +1144,7 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                 if (reporter && ((o->log_every > 0 && nb % o->log_every == 0) || nb == my_mb)) {
                     const double now = hp_now_s(), ips = (double)nint * g.batch / (now - t_int);
                     if (o->log_every > 0) {
-                        printf("epoch %d/%d step %ld/%ld loss %.4f acc %.2f%% %.0f img/s",
+                        printf("epoch %d/%ld step %ld/%ld loss %.4f acc %.2f%% %.0f img/s",
                                epoch + 1, o->epochs, nb, my_mb, lsum / ((double)nint * g.batch),
                                100.0 * csum / ((double)nint * g.batch), ips);
                         print_clocks(&g, now - t_start);
@@ -1202,9 +1193,9 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     }
     /* the last sends must be delivered before the endpoints close */
     for (int i = 0; i < 2 && !rc; i++) {
-        rc = hp_comm_send_wait(comm, g.act_out[i], o->timeout_ms);
+        rc = hp_comm_send_wait(comm, g.act_out[i], g.timeout_ms);
         if (!rc)
-            rc = hp_comm_send_wait(comm, g.grad_out[i], o->timeout_ms);
+            rc = hp_comm_send_wait(comm, g.grad_out[i], g.timeout_ms);
     }
     if (rc)
         goto out;
@@ -1237,7 +1228,7 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     }
     rc = write_stats(&g, res);
     if (!rc)
-        rc = hp_ps_worker_done(plan, comm, rank, g.v, g.s, o->timeout_ms);
+        rc = hp_ps_worker_done(plan, comm, rank, g.v, g.s, g.timeout_ms);
 out:
     teardown(&g);
     return rc;

@@ -68,38 +68,10 @@
 #include "comm.h"
 #include "gpudb.h"
 #include "model.h"
+#include "options.h"
 #include "plan.h"
 
 #include <stdint.h>
-
-struct hp_worker_opts {
-    const char *device;   /* cpu | cuda | auto */
-    const char *data_dir; /* NULL: hp_dataset_dir() */
-    int epochs;
-    float lr, momentum, weight_decay;
-    int cosine;
-    int train_limit, test_limit; /* 0: all */
-    int log_every;               /* progress lines on stage 0 of VW 0 (0: none) */
-    double emulate;              /* S, 0: off */
-    int timeout_ms;              /* how long a receive waits for a peer */
-    const char *metrics;         /* CSV (stage 0 of VW 0), NULL: none */
-    const char *step_log;        /* "step,loss" per minibatch (stage 0 of VW 0), NULL: none */
-    const char *weight_log;      /* PREFIX: per minibatch, the weight versions and hashes used
-                                    (tests), in PREFIX.<rank> */
-    const char *stats;           /* PREFIX: this rank's timing and memory summary (key = value)
-                                    in PREFIX.<rank> */
-    const char *trace;           /* PREFIX: WSP events of this rank in PREFIX.<rank> (ps.h) */
-    const char *save_params;     /* PREFIX: the rank's final parameters, raw float32 in model
-                                    order, in PREFIX.<rank> (PS shards: their global weights) */
-    long eval_every;             /* also evaluate about every N training samples of the job
-                                    (0: after each epoch only) */
-    double stop_at;              /* percent: stop the job after the first evaluation at or above
-                                    this test accuracy (0: never) */
-    int no_stash;                /* debug: backward uses the current weights (to show that the
-                                    stashing test catches it) */
-};
-
-void hp_worker_opts_init(struct hp_worker_opts *o);
 
 /* What a worker measured. */
 struct hp_worker_result {
@@ -116,10 +88,12 @@ struct hp_worker_result {
 };
 
 /* Run worker rank `rank` of `plan` (model loaded, cluster as in the plan) over `comm`,
- * already connected to every rank. 0 or a negative code (logged). */
+ * already connected to every rank, with hetpipe-rank's options (device, data, epochs, lr,
+ * momentum, weight_decay, schedule, limits, log_every, emulate, timeout, the output files,
+ * eval_every, stop_at, no_stash). 0 or a negative code (logged). */
 int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                   const struct hp_gpudb *db, const struct hp_model *model, int rank,
-                  struct hp_comm *comm, const struct hp_worker_opts *o,
+                  struct hp_comm *comm, const struct hp_options *o,
                   struct hp_worker_result *res);
 
 #endif

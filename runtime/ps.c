@@ -326,14 +326,14 @@ static int shard_setup(struct shard *sh)
 }
 
 int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_model *model,
-              int rank, struct hp_comm *comm, const struct hp_worker_opts *o)
+              int rank, struct hp_comm *comm, const struct hp_options *o)
 {
     struct shard sh = {.plan = plan,
                        .model = model,
                        .comm = comm,
                        .rank = rank,
                        .index = rank - first_shard_rank(plan),
-                       .timeout_ms = o->timeout_ms};
+                       .timeout_ms = (int)(o->timeout * 1000.0)};
     const int workers = first_shard_rank(plan);
     size_t cap = (size_t)plan->nvws * sizeof(int64_t);
     void *in = NULL;

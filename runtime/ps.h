@@ -42,7 +42,7 @@
 #include "cluster.h"
 #include "comm.h"
 #include "model.h"
-#include "pipeline.h"
+#include "options.h"
 #include "plan.h"
 
 #include <stdint.h>
@@ -52,7 +52,7 @@
 
 /* Serve PS shard rank `rank` of `plan` until every worker rank has said it is done. */
 int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_model *model,
-              int rank, struct hp_comm *comm, const struct hp_worker_opts *o);
+              int rank, struct hp_comm *comm, const struct hp_options *o);
 
 /* A worker rank tells every PS shard that it is done (the last message it sends them). */
 int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank, int vw, int stage,

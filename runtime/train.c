@@ -17,21 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-void hp_train_opts_init(struct hp_train_opts *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->model = "cnn";
-    o->device = "auto";
-    o->epochs = 5;
-    o->batch = 64;
-    o->lr = 0.05f;
-    o->momentum = 0.9f;
-    o->weight_decay = 5e-4f;
-    o->cosine = 1;
-    o->seed = 1;
-    o->log_every = 100;
-}
-
 /* Evaluate on `d` (first `limit` samples, 0 = all) in minibatches; the last one is padded
  * by repeating samples, which are not counted. */
 static int evaluate(struct hp_net *net, struct hp_backend *be, const struct hp_dataset *d,
@@ -66,189 +51,228 @@ static int evaluate(struct hp_net *net, struct hp_backend *be, const struct hp_d
     return 0;
 }
 
-int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res)
+/* One training run's state. */
+struct trainer {
+    const struct hp_options *o;
+    float lr, momentum, weight_decay; /* as the SGD step takes them */
+    struct hp_dataset train, test;
+    struct hp_model *model;
+    struct hp_backend *be;
+    struct hp_net *net;
+    FILE *csv, *slog;
+    float *himg;
+    int32_t *hlab;
+    int *perm, *idx;
+    int ntrain, steps_per_epoch;
+    long total_steps, step;
+    size_t in_floats;
+    double t_train;
+};
+
+static FILE *open_csv(const char *path, const char *what, const char *header, int *rc)
 {
-    struct hp_dataset train = {0}, test = {0};
-    struct hp_model *model = NULL;
-    struct hp_backend *be = NULL;
-    struct hp_net *net = NULL;
-    FILE *csv = NULL, *slog = NULL;
-    float *himg = NULL;
-    int32_t *hlab = NULL;
-    int *perm = NULL, *idx = NULL;
-    double t_train = 0.0;
-    long step = 0;
+    FILE *f = fopen(path, "w");
+
+    if (!f) {
+        *rc = -errno;
+        hp_error("cannot write %s '%s': %s", what, path, hp_strerror(*rc));
+        return NULL;
+    }
+    fputs(header, f);
+    return f;
+}
+
+/* The model (a Fashion-MNIST one), the data, the net and every buffer, planned up front. */
+static int trainer_setup(struct trainer *t)
+{
+    const struct hp_options *o = t->o;
+    const struct hp_model *m;
+    int rc = hp_model_load(o->model, &t->model);
+
+    if (rc)
+        return rc;
+    m = t->model;
+    if (strcmp(m->dataset, "fashion-mnist") != 0 || m->input.c != 1 || m->input.h != 28 ||
+        m->input.w != 28 || m->classes != 10) {
+        hp_error("model '%s' is for data set '%s' with input %dx%dx%d; hetpipe train needs a "
+                 "fashion-mnist model (1x28x28, 10 classes), e.g. cnn or mlp",
+                 m->name, m->dataset, m->input.c, m->input.h, m->input.w);
+        return -HP_EMODEL;
+    }
+    if ((rc = hp_dataset_load_fashion_mnist(o->data, 1, &t->train)) ||
+        (rc = hp_dataset_load_fashion_mnist(o->data, 0, &t->test)) ||
+        (rc = hp_backend_create(hp_opt_word(HP_OPT_DEVICE, o->device), &t->be)))
+        return rc;
+    const struct hp_net_config cfg = {.batch = (int)o->batch, .nslots = 1, .need_input_grad = 0};
+    if ((rc = hp_net_create(t->be, m, 0, m->nunits, &cfg, &t->net)) ||
+        (rc = hp_net_init_params(t->net, (uint64_t)o->seed)))
+        return rc;
+    t->ntrain =
+        o->train_limit > 0 && o->train_limit < t->train.n ? (int)o->train_limit : t->train.n;
+    t->steps_per_epoch = t->ntrain / (int)o->batch;
+    t->total_steps = (long)t->steps_per_epoch * o->epochs;
+    t->in_floats = (size_t)o->batch * t->train.c * t->train.h * t->train.w;
+    if (t->steps_per_epoch == 0) {
+        hp_error("minibatch %ld is larger than the %d training samples", o->batch, t->ntrain);
+        return -HP_EINVAL;
+    }
+    t->himg = malloc(t->in_floats * sizeof(float));
+    t->hlab = malloc((size_t)o->batch * sizeof(int32_t));
+    t->perm = malloc((size_t)t->ntrain * sizeof(int));
+    t->idx = malloc((size_t)o->batch * sizeof(int));
+    if (!t->himg || !t->hlab || !t->perm || !t->idx)
+        return -HP_ENOMEM;
+    if (o->metrics && !(t->csv = open_csv(o->metrics, "metrics file",
+                                          "split,epoch,step,seconds,loss,accuracy,images_per_s\n",
+                                          &rc)))
+        return rc;
+    if (o->step_log && !(t->slog = open_csv(o->step_log, "step log", "step,loss\n", &rc)))
+        return rc;
+    return 0;
+}
+
+/* One training step: minibatch s of the epoch's permutation. */
+static int train_step(struct trainer *t, int s, double *l, int *c)
+{
+    const struct hp_options *o = t->o;
+    const int batch = (int)o->batch;
+    const float lr =
+        o->schedule == HP_SCHEDULE_COSINE
+            ? (float)(0.5 * t->lr * (1.0 + cos(M_PI * (double)t->step / t->total_steps)))
+            : t->lr;
+    int rc;
+
+    hp_dataset_gather(&t->train, t->perm + (size_t)s * batch, batch, t->himg, t->hlab);
+    rc = t->be->ops->upload(t->be, hp_net_input(t->net, 0), t->himg, t->in_floats * sizeof(float));
+    if (!rc)
+        rc = hp_net_forward(t->net, 0, 1,
+                            hp_rng_derive((uint64_t)o->seed, 0x2000000 + (uint64_t)t->step));
+    if (!rc)
+        rc = hp_net_loss(t->net, 0, t->hlab, batch, 1, l, c);
+    if (!rc)
+        rc = hp_net_backward(t->net, 0);
+    if (!rc)
+        rc = hp_net_sgd(t->net, lr, t->momentum, t->weight_decay);
+    return rc;
+}
+
+/* One epoch of training, with a progress line (and a metrics row) every log_every steps. */
+static int train_epoch(struct trainer *t, int epoch, struct hp_train_result *res)
+{
+    const struct hp_options *o = t->o;
+    double lsum = 0.0, t_int = hp_now_s();
+    long csum = 0, nint = 0;
+
+    hp_permute(t->perm, t->ntrain, hp_rng_derive((uint64_t)o->seed, 0x1000 + (uint64_t)epoch));
+    for (int s = 0; s < t->steps_per_epoch; s++, t->step++) {
+        const double t0 = hp_now_s();
+        double l;
+        int c, rc = train_step(t, s, &l, &c);
+        if (rc)
+            return rc;
+        t->t_train += hp_now_s() - t0;
+        lsum += l;
+        csum += c;
+        nint++;
+        if (t->slog)
+            fprintf(t->slog, "%ld,%.9e\n", t->step, l / o->batch);
+        if (!isfinite(l)) {
+            hp_error("loss is %g at step %ld: training diverged (lower --lr)", l, t->step);
+            return -HP_ERANGE;
+        }
+        if ((o->log_every > 0 && (s + 1) % o->log_every == 0) || s + 1 == t->steps_per_epoch) {
+            const double ips = (double)nint * o->batch / (hp_now_s() - t_int);
+            const double acc = (double)csum / ((double)nint * o->batch);
+            res->last_loss = lsum / ((double)nint * o->batch);
+            if (o->log_every > 0)
+                printf("epoch %d/%ld step %d/%d loss %.4f acc %.2f%% %.0f img/s\n", epoch + 1,
+                       o->epochs, s + 1, t->steps_per_epoch, res->last_loss, 100.0 * acc, ips);
+            if (t->csv)
+                fprintf(t->csv, "train,%d,%ld,%.3f,%.6f,%.6f,%.1f\n", epoch + 1, t->step + 1,
+                        t->t_train, res->last_loss, acc, ips);
+            fflush(stdout);
+            lsum = 0.0;
+            csum = 0;
+            nint = 0;
+            t_int = hp_now_s();
+        }
+    }
+    return 0;
+}
+
+/* The final parameters: their hash, and the file --save-params names. */
+static int finish(struct trainer *t, struct hp_train_result *res)
+{
+    const size_t np = hp_net_nparams(t->net);
+    float *hp = malloc((np ? np : 1) * sizeof(float));
+    int rc;
+
+    if (!hp)
+        return -HP_ENOMEM;
+    rc = t->be->ops->download(t->be, hp, hp_net_params(t->net), np * sizeof(float));
+    res->param_hash = hp_fnv1a(HP_FNV_OFFSET, hp, np * sizeof(float));
+    if (!rc && t->o->save_params)
+        rc = hp_save_floats(t->o->save_params, hp, np);
+    free(hp);
+    return rc;
+}
+
+static int close_csv(FILE *f, const char *what, const char *path, int rc)
+{
+    if (f && fclose(f) != 0 && rc == 0) {
+        rc = -errno;
+        hp_error("cannot write %s '%s': %s", what, path, hp_strerror(rc));
+    }
+    return rc;
+}
+
+int hp_train_run(const struct hp_options *o, struct hp_train_result *res)
+{
+    struct trainer t = {.o = o,
+                        .lr = (float)o->lr,
+                        .momentum = (float)o->momentum,
+                        .weight_decay = (float)o->weight_decay};
     int rc;
 
     memset(res, 0, sizeof(*res));
-    rc = hp_model_load(o->model, &model);
-    if (rc)
-        goto out;
-    if (strcmp(model->dataset, "fashion-mnist") != 0 || model->input.c != 1 ||
-        model->input.h != 28 || model->input.w != 28 || model->classes != 10) {
-        hp_error("model '%s' is for data set '%s' with input %dx%dx%d; hetpipe train needs a "
-                 "fashion-mnist model (1x28x28, 10 classes), e.g. cnn or mlp",
-                 model->name, model->dataset, model->input.c, model->input.h, model->input.w);
-        rc = -HP_EMODEL;
-        goto out;
-    }
-    rc = hp_dataset_load_fashion_mnist(o->data_dir, 1, &train);
-    if (!rc)
-        rc = hp_dataset_load_fashion_mnist(o->data_dir, 0, &test);
-    if (rc)
-        goto out;
-    rc = hp_backend_create(o->device, &be);
-    if (rc)
-        goto out;
-
-    const struct hp_net_config cfg = {.batch = o->batch, .nslots = 1, .need_input_grad = 0};
-    rc = hp_net_create(be, model, 0, model->nunits, &cfg, &net);
-    if (!rc)
-        rc = hp_net_init_params(net, o->seed);
-    if (rc)
-        goto out;
-
-    const int ntrain = o->train_limit > 0 && o->train_limit < train.n ? o->train_limit : train.n;
-    const int steps_per_epoch = ntrain / o->batch;
-    const long total_steps = (long)steps_per_epoch * o->epochs;
-    const size_t in_floats = (size_t)o->batch * train.c * train.h * train.w;
-    if (steps_per_epoch == 0) {
-        hp_error("minibatch %d is larger than the %d training samples", o->batch, ntrain);
-        rc = -HP_EINVAL;
-        goto out;
-    }
-    himg = malloc(in_floats * sizeof(float));
-    hlab = malloc((size_t)o->batch * sizeof(int32_t));
-    perm = malloc((size_t)ntrain * sizeof(int));
-    idx = malloc((size_t)o->batch * sizeof(int));
-    if (!himg || !hlab || !perm || !idx) {
-        rc = -HP_ENOMEM;
-        goto out;
-    }
-    if (o->metrics) {
-        csv = fopen(o->metrics, "w");
-        if (!csv) {
-            rc = -errno;
-            hp_error("cannot write metrics file '%s': %s", o->metrics, hp_strerror(rc));
-            goto out;
-        }
-        fprintf(csv, "split,epoch,step,seconds,loss,accuracy,images_per_s\n");
-    }
-    if (o->step_log) {
-        slog = fopen(o->step_log, "w");
-        if (!slog) {
-            rc = -errno;
-            hp_error("cannot write step log '%s': %s", o->step_log, hp_strerror(rc));
-            goto out;
-        }
-        fprintf(slog, "step,loss\n");
-    }
-    printf("hetpipe train: model %s (%zu parameters, %d units) on %s, %d epochs of %d steps, "
-           "batch %d, lr %g, seed %llu\n",
-           model->name, model->nparams, model->nunits, be->name, o->epochs, steps_per_epoch,
-           o->batch, o->lr, (unsigned long long)o->seed);
-    fflush(stdout);
-
-    for (int epoch = 0; epoch < o->epochs; epoch++) {
-        double lsum = 0.0, t_int = hp_now_s();
-        long csum = 0, nint = 0;
-
-        hp_permute(perm, ntrain, hp_rng_derive(o->seed, 0x1000 + (uint64_t)epoch));
-        for (int s = 0; s < steps_per_epoch; s++, step++) {
-            const double t0 = hp_now_s();
-            const float lr =
-                o->cosine ? (float)(0.5 * o->lr * (1.0 + cos(M_PI * (double)step / total_steps)))
-                          : o->lr;
-            double l;
-            int c;
-
-            hp_dataset_gather(&train, perm + (size_t)s * o->batch, o->batch, himg, hlab);
-            rc = be->ops->upload(be, hp_net_input(net, 0), himg, in_floats * sizeof(float));
-            if (!rc)
-                rc = hp_net_forward(net, 0, 1, hp_rng_derive(o->seed, 0x2000000 + (uint64_t)step));
-            if (!rc)
-                rc = hp_net_loss(net, 0, hlab, o->batch, 1, &l, &c);
-            if (!rc)
-                rc = hp_net_backward(net, 0);
-            if (!rc)
-                rc = hp_net_sgd(net, lr, o->momentum, o->weight_decay);
-            if (rc)
-                goto out;
-            t_train += hp_now_s() - t0;
-            lsum += l;
-            csum += c;
-            nint++;
-            if (slog)
-                fprintf(slog, "%ld,%.9e\n", step, l / o->batch);
-            if (!isfinite(l)) {
-                hp_error("loss is %g at step %ld: training diverged (lower --lr)", l, step);
-                rc = -HP_ERANGE;
-                goto out;
-            }
-            if ((o->log_every > 0 && (s + 1) % o->log_every == 0) || s + 1 == steps_per_epoch) {
-                const double dt = hp_now_s() - t_int;
-                const double ips = (double)nint * o->batch / dt;
-                res->last_loss = lsum / ((double)nint * o->batch);
-                if (o->log_every > 0)
-                    printf("epoch %d/%d step %d/%d loss %.4f acc %.2f%% %.0f img/s\n", epoch + 1,
-                           o->epochs, s + 1, steps_per_epoch, res->last_loss,
-                           100.0 * (double)csum / ((double)nint * o->batch), ips);
-                if (csv)
-                    fprintf(csv, "train,%d,%ld,%.3f,%.6f,%.6f,%.1f\n", epoch + 1, step + 1, t_train,
-                            res->last_loss, (double)csum / ((double)nint * o->batch), ips);
-                fflush(stdout);
-                lsum = 0.0;
-                csum = 0;
-                nint = 0;
-                t_int = hp_now_s();
-            }
-        }
-        rc = evaluate(net, be, &test, o->test_limit, o->batch, himg, hlab, idx, &res->test_loss,
-                      &res->test_acc);
-        if (rc)
-            goto out;
-        printf("epoch %d/%d test loss %.4f accuracy %.2f%% (%.1f s of training, %.0f img/s)\n",
-               epoch + 1, o->epochs, res->test_loss, 100.0 * res->test_acc, t_train,
-               (double)step * o->batch / t_train);
-        if (csv)
-            fprintf(csv, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, step, t_train, res->test_loss,
-                    res->test_acc);
+    rc = trainer_setup(&t);
+    if (!rc) {
+        printf("hetpipe train: model %s (%zu parameters, %d units) on %s, %ld epochs of %d "
+               "steps, batch %ld, lr %g, seed %llu\n",
+               t.model->name, t.model->nparams, t.model->nunits, t.be->name, o->epochs,
+               t.steps_per_epoch, o->batch, t.lr, (unsigned long long)o->seed);
         fflush(stdout);
     }
-
-    res->steps = step;
-    res->seconds = t_train;
-    res->images_per_s = t_train > 0 ? (double)step * o->batch / t_train : 0.0;
-    {
-        const size_t np = hp_net_nparams(net);
-        float *hp = malloc(np * sizeof(float));
-        if (!hp) {
-            rc = -HP_ENOMEM;
-            goto out;
-        }
-        rc = be->ops->download(be, hp, hp_net_params(net), np * sizeof(float));
-        res->param_hash = hp_fnv1a(HP_FNV_OFFSET, hp, np * sizeof(float));
-        if (!rc && o->save_params)
-            rc = hp_save_floats(o->save_params, hp, np);
-        free(hp);
+    for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
+        rc = train_epoch(&t, epoch, res);
+        if (!rc)
+            rc = evaluate(t.net, t.be, &t.test, (int)o->test_limit, (int)o->batch, t.himg, t.hlab,
+                          t.idx, &res->test_loss, &res->test_acc);
+        if (rc)
+            break;
+        printf("epoch %d/%ld test loss %.4f accuracy %.2f%% (%.1f s of training, %.0f img/s)\n",
+               epoch + 1, o->epochs, res->test_loss, 100.0 * res->test_acc, t.t_train,
+               (double)t.step * o->batch / t.t_train);
+        if (t.csv)
+            fprintf(t.csv, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, t.step, t.t_train,
+                    res->test_loss, res->test_acc);
+        fflush(stdout);
     }
-out:
-    if (csv && fclose(csv) != 0 && rc == 0) {
-        rc = -errno;
-        hp_error("cannot write metrics file '%s': %s", o->metrics, hp_strerror(rc));
-    }
-    if (slog && fclose(slog) != 0 && rc == 0) {
-        rc = -errno;
-        hp_error("cannot write step log '%s': %s", o->step_log, hp_strerror(rc));
-    }
-    free(himg);
-    free(hlab);
-    free(perm);
-    free(idx);
-    hp_net_destroy(net);
-    hp_backend_destroy(be);
-    hp_model_destroy(model);
-    hp_dataset_release(&train);
-    hp_dataset_release(&test);
+    res->steps = t.step;
+    res->seconds = t.t_train;
+    res->images_per_s = t.t_train > 0 ? (double)t.step * o->batch / t.t_train : 0.0;
+    if (!rc)
+        rc = finish(&t, res);
+    rc = close_csv(t.csv, "metrics file", o->metrics, rc);
+    rc = close_csv(t.slog, "step log", o->step_log, rc);
+    free(t.himg);
+    free(t.hlab);
+    free(t.perm);
+    free(t.idx);
+    hp_net_destroy(t.net);
+    hp_backend_destroy(t.be);
+    hp_model_destroy(t.model);
+    hp_dataset_release(&t.train);
+    hp_dataset_release(&t.test);
     return rc;
 }

@@ -9,24 +9,9 @@
 #ifndef HP_TRAIN_H
 #define HP_TRAIN_H
 
-#include <stdint.h>
+#include "options.h"
 
-struct hp_train_opts {
-    const char *model;       /* name or path */
-    const char *device;      /* cpu | cuda | auto */
-    const char *data_dir;    /* NULL: hp_dataset_dir() */
-    const char *metrics;     /* CSV path, NULL: none */
-    const char *step_log;    /* "step,loss" of every step (mean loss, %.9e), NULL: none */
-    const char *save_params; /* the final parameters, raw float32 in model order, NULL: none */
-    int epochs;
-    int batch;
-    float lr, momentum, weight_decay;
-    int cosine; /* cosine learning-rate decay to 0 over the run (else constant) */
-    uint64_t seed;
-    int train_limit; /* use only the first N training samples (0: all) */
-    int test_limit;  /* evaluate on the first N test samples (0: all) */
-    int log_every;   /* steps between progress lines (0: none) */
-};
+#include <stdint.h>
 
 struct hp_train_result {
     long steps;
@@ -37,11 +22,10 @@ struct hp_train_result {
     uint64_t param_hash;        /* FNV-1a of the final parameters' bytes */
 };
 
-/* Defaults for every field (cnn, auto device, 5 epochs, batch 64, lr 0.05, momentum 0.9,
- * weight decay 5e-4, cosine, seed 1, log every 100 steps). */
-void hp_train_opts_init(struct hp_train_opts *o);
-
-/* Run it. Progress goes to stdout; errors are logged. Returns 0 or a negative code. */
-int hp_train_run(const struct hp_train_opts *o, struct hp_train_result *res);
+/* Run it with the options of hetpipe train (hp_options_init(o, HP_CMD_TRAIN), then the
+ * command line): model, device, data, metrics, step_log, save_params, epochs, batch, lr,
+ * momentum, weight_decay, schedule, seed, train_limit, test_limit, log_every. Progress goes to
+ * stdout; errors are logged. Returns 0 or a negative code. */
+int hp_train_run(const struct hp_options *o, struct hp_train_result *res);
 
 #endif

@@ -11,7 +11,7 @@
  * HETPIPE_BIND_ERROR). See man/spank_hetpipe.8.
  */
 #include "binding.h"
-#include "jobopts.h"
+#include "options.h"
 #include "parse.h"
 
 #include <errno.h>
@@ -34,16 +34,16 @@ SPANK_PLUGIN(hetpipe, 1);
 #define VALUE_MAX 1024
 #define NODE_MAX 64
 
-static struct hp_joblimits limits;
+static struct hp_optlimits limits;
 /* copies of the plugstack arguments: limits.defaults point into it */
 static char argstore[8192];
-/* the options given, by enum hp_jobopt; value[o] is "" for the flag */
-static char value[HP_JOBOPT_COUNT][VALUE_MAX];
-static int given[HP_JOBOPT_COUNT];
+/* the options given, by enum hp_opt; value[o] is "" for the flag */
+static char value[HP_OPT_JOB_COUNT][VALUE_MAX];
+static int given[HP_OPT_JOB_COUNT];
 
-static char optname[HP_JOBOPT_COUNT][SPANK_OPTION_MAXLEN + 1];
-static char usage[HP_JOBOPT_COUNT][2400];
-static struct spank_option opts[HP_JOBOPT_COUNT];
+static char optname[HP_OPT_JOB_COUNT][SPANK_OPTION_MAXLEN + 1];
+static char usage[HP_OPT_JOB_COUNT][2400];
+static struct spank_option opts[HP_OPT_JOB_COUNT];
 
 /* Allocator (sbatch, salloc) and local (srun) contexts check the options where the user can
  * see the error and the job is not yet queued. */
@@ -56,11 +56,11 @@ static int submitting(void)
 
 static int option_cb(int val, const char *optarg, int remote)
 {
-    const enum hp_jobopt o = (enum hp_jobopt)val;
+    const enum hp_opt o = (enum hp_opt)val;
     const char *v = optarg ? optarg : "";
     char err[2048], what[SPANK_OPTION_MAXLEN + 3];
 
-    if (val < 0 || val >= HP_JOBOPT_COUNT) {
+    if (val < 0 || val >= HP_OPT_JOB_COUNT) {
         slurm_error("spank_hetpipe: option callback for unknown option %d", val);
         return -1;
     }
@@ -69,47 +69,41 @@ static int option_cb(int val, const char *optarg, int remote)
         /* in slurmstepd the option is left out (see below) */
         return remote ? 0 : -1;
     }
-    snprintf(what, sizeof(what), "--hetpipe-%s", hp_jobopts[o].name);
-    if (hp_jobopt_check(o, what, optarg, &limits, !remote && submitting(), err, sizeof(err))) {
+    snprintf(what, sizeof(what), "--hetpipe-%s", hp_opts[o].flag);
+    if (hp_opt_check(o, what, optarg, &limits, !remote && submitting(), err, sizeof(err))) {
         slurm_error("%s", err);
         /* slurmstepd: srun or sbatch checked it; a value that does not pass here (it came
          * some other way) is left out rather than failing the step */
         return remote ? 0 : -1;
     }
-    snprintf(value[o], sizeof(value[o]), "%s", hp_jobopts[o].arginfo ? v : "");
+    snprintf(value[o], sizeof(value[o]), "%s", hp_opts[o].type != HP_OT_FLAG ? v : "");
     given[o] = 1;
     return 0;
 }
 
-/* hetpipe's own defaults, for the usage texts; the site's (default_*) replace them. */
-static const char *const builtin_default[HP_JOBOPT_COUNT] = {
-    [HP_JOBOPT_POLICY] = "auto",      [HP_JOBOPT_PLACEMENT] = "default",
-    [HP_JOBOPT_STALENESS] = "0",      [HP_JOBOPT_NM] = "auto",
-    [HP_JOBOPT_MODEL] = "none",       [HP_JOBOPT_BATCH] = "hetpipe's",
-    [HP_JOBOPT_EPOCHS] = "hetpipe's", [HP_JOBOPT_DRY_RUN] = "off",
-};
-
 /* Build the option table, with usage texts that give the allowed values and the default. */
 static void build_options(void)
 {
-    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
+    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
         char allowed[1200], dflt[VALUE_MAX + 32];
-        const int flag = !hp_jobopts[o].arginfo;
+        const int flag = hp_opts[o].type == HP_OT_FLAG;
+        /* what a job gets without the option: hetpipe launch's default */
+        const char *builtin = hp_opt_default((enum hp_opt)o, HP_CMD_LAUNCH);
 
-        snprintf(optname[o], sizeof(optname[o]), "hetpipe-%s", hp_jobopts[o].name);
-        hp_jobopt_allowed((enum hp_jobopt)o, &limits, allowed, sizeof(allowed));
+        snprintf(optname[o], sizeof(optname[o]), "hetpipe-%s", hp_opts[o].flag);
+        hp_opt_allowed((enum hp_opt)o, &limits, allowed, sizeof(allowed));
         if (limits.defaults[o])
             snprintf(dflt, sizeof(dflt), "%s, the site's", flag ? "on" : limits.defaults[o]);
         else
-            snprintf(dflt, sizeof(dflt), "%s", builtin_default[o]);
+            snprintf(dflt, sizeof(dflt), "%s", flag ? "off" : builtin ? builtin : "none");
         if (flag)
-            snprintf(usage[o], sizeof(usage[o]), "%s (default: %s)", hp_jobopts[o].help, dflt);
+            snprintf(usage[o], sizeof(usage[o]), "%s (default: %s)", hp_opts[o].help, dflt);
         else
-            snprintf(usage[o], sizeof(usage[o]), "%s: %s (default: %s)", hp_jobopts[o].help,
+            snprintf(usage[o], sizeof(usage[o]), "%s: %s (default: %s)", hp_opts[o].help,
                      allowed, dflt);
         opts[o] = (struct spank_option){
             .name = optname[o],
-            .arginfo = (char *)hp_jobopts[o].arginfo,
+            .arginfo = (char *)hp_opts[o].arg,
             .usage = usage[o],
             .has_arg = flag ? 0 : 1,
             .val = o,
@@ -124,7 +118,7 @@ static void parse_args(int ac, char **av)
     size_t used = 0;
     char err[2048];
 
-    hp_joblimits_init(&limits);
+    hp_optlimits_init(&limits, 1);
     for (int i = 0; i < ac; i++) {
         size_t len = strlen(av[i]);
         if (used + len + 1 > sizeof(argstore)) {
@@ -134,17 +128,17 @@ static void parse_args(int ac, char **av)
             continue;
         }
         char *copy = memcpy(argstore + used, av[i], len + 1);
-        if (hp_joblimits_arg(&limits, copy, err, sizeof(err)))
+        if (hp_optlimits_arg(&limits, copy, err, sizeof(err)))
             slurm_error("spank_hetpipe: plugstack.conf argument %s; ignored", err);
         else
             used += len + 1;
     }
     /* a default checked before a later limit or models= may no longer pass */
-    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
+    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
         char what[64];
-        snprintf(what, sizeof(what), "default_%s", hp_jobopts[o].name);
-        if (limits.defaults[o] && hp_jobopt_check((enum hp_jobopt)o, what, limits.defaults[o],
-                                                  &limits, 0, err, sizeof(err))) {
+        snprintf(what, sizeof(what), "default_%s", hp_opts[o].flag);
+        if (limits.defaults[o] && hp_opt_check((enum hp_opt)o, what, limits.defaults[o], &limits,
+                                               0, err, sizeof(err))) {
             slurm_error("spank_hetpipe: plugstack.conf argument %s (checked against all "
                         "the arguments); ignored",
                         err);
@@ -160,7 +154,7 @@ EXPORT int slurm_spank_init(spank_t sp, int ac, char **av)
     memset(given, 0, sizeof(given));
     parse_args(ac, av);
     build_options();
-    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
+    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
         spank_err_t rc = spank_option_register(sp, &opts[o]);
         if (rc != ESPANK_SUCCESS &&
             (c == S_CTX_ALLOCATOR || c == S_CTX_LOCAL || c == S_CTX_REMOTE)) {
@@ -178,11 +172,11 @@ EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 
     if (!submitting())
         return 0;
-    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
+    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
         char what[SPANK_OPTION_MAXLEN + 3];
-        snprintf(what, sizeof(what), "--hetpipe-%s", hp_jobopts[o].name);
+        snprintf(what, sizeof(what), "--hetpipe-%s", hp_opts[o].flag);
         if (given[o] &&
-            hp_jobopt_check((enum hp_jobopt)o, what, value[o], &limits, 1, err, sizeof(err))) {
+            hp_opt_check((enum hp_opt)o, what, value[o], &limits, 1, err, sizeof(err))) {
             slurm_error("%s", err);
             rc = -1;
         }
@@ -208,12 +202,12 @@ EXPORT int slurm_spank_user_init(spank_t sp, int ac, char **av)
 
     if (spank_remote(sp) != 1)
         return 0;
-    for (int o = 0; o < HP_JOBOPT_COUNT; o++) {
-        const int is_flag = !hp_jobopts[o].arginfo;
+    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
+        const int is_flag = hp_opts[o].type == HP_OT_FLAG;
         if (given[o])
-            rc |= setenv_logged(sp, hp_jobopts[o].env, is_flag ? "1" : value[o], 1);
+            rc |= setenv_logged(sp, hp_opts[o].env, is_flag ? "1" : value[o], 1);
         else if (limits.defaults[o])
-            rc |= setenv_logged(sp, hp_jobopts[o].env, is_flag ? "1" : limits.defaults[o], 0);
+            rc |= setenv_logged(sp, hp_opts[o].env, is_flag ? "1" : limits.defaults[o], 0);
     }
     if (limits.config_given)
         rc |= setenv_logged(sp, "HETPIPE_CONF", limits.config, 0);
@@ -323,12 +317,16 @@ EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
                  path, task, why, node, step[0] ? "GPU(s) " : "no GPUs", step);
         return bind_fail(sp, msg);
     }
+    if (e.device >= 0)
+        snprintf(dev, sizeof(dev), "%d", e.device);
+    else
+        snprintf(dev, sizeof(dev), "-");
     if (strcmp(e.node, node) != 0) {
         snprintf(msg, sizeof(msg),
-                 "spank_hetpipe: binding file %s: task %u is planned on node %s (%s), but "
+                 "spank_hetpipe: binding file %s: task %u is planned on node %s (GPU %s), but "
                  "the step runs it on %s (with %s%s there): the step's task layout does not "
                  "match the plan",
-                 path, task, e.node, e.role, node, step[0] ? "GPU(s) " : "no GPUs", step);
+                 path, task, e.node, dev, node, step[0] ? "GPU(s) " : "no GPUs", step);
         return bind_fail(sp, msg);
     }
     if (e.device < 0) {

@@ -100,7 +100,7 @@ equal_to_train() {
     [[ "$output" == *"nosuch.ini"* ]]
     run "$HETPIPE" run --local --epochs 0 --train-limit 640
     [ "$status" -ne 0 ]
-    [[ "$output" == *"option '--epochs'"* ]]
+    [[ "$output" == *"--epochs=0: must be an integer from 1 to 10000"* ]]
 }
 
 @test "emulation: a p4000 stage is slower than a titanv stage by the database's ratio (10%)" {

@@ -82,7 +82,7 @@ refused() {
         run "$cmd" --help
         [ "$status" -eq 0 ]
         output=$(echo "$output" | tr -s ' \n' '  ') # unwrap the usage texts
-        for o in policy=auto\|np\|ed\|hd\|dp placement=local\|default staleness=D nm=auto\|N \
+        for o in policy=auto\|np\|ed\|hd\|dp placement=default\|local staleness=D nm=auto\|N \
             model=NAME\|PATH batch=N epochs=N dry-run; do
             echo "$cmd: --hetpipe-$o"
             [[ "$output" == *"--hetpipe-$o"* ]]
@@ -272,7 +272,7 @@ bind_error() {
     printf '0 node1 3 vw0.stage0\n' > bind
     bind_error "$PWD/bind" "task 0 is planned on GPU 3 of node1, but the step has GPU(s) 0,1 there"
     printf '1 node1 0 vw0.stage0\n' > bind
-    bind_error "$PWD/bind" "it has no line for this task"
+    bind_error "$PWD/bind" "line 1: task 1 is out of range (the file lists 1 task: tasks 0 to 0, each once)"
     # without GPUs in the step
     printf '0 node1 0 vw0.stage0\n' > bind
     run timeout 30 env HETPIPE_BINDING="$PWD/bind" srun -N1 -n1 -w node1 "$SHOW"
@@ -289,7 +289,7 @@ bind_error() {
     printf '0 node1 0 vw0.stage0 extra\n' > bind
     bind_error "$PWD/bind" "line 1: expected 'TASK NODE DEVICE ROLE'"
     printf '0 node1 gpu0 vw0.stage0\n' > bind
-    bind_error "$PWD/bind" "DEVICE '-' or an index 0..4095"
+    bind_error "$PWD/bind" "line 1: device 'gpu0' is neither '-' nor an index 0..4095"
     printf '0 node1 0 vw0.stage0\n0 node1 1 vw0.stage1\n' > bind
     bind_error "$PWD/bind" "line 2: task 0 is given a second time"
     { printf '0 node1 0 '; head -c 2000 /dev/zero | tr '\0' x; echo; } > bind

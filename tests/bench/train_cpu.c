@@ -105,13 +105,13 @@ int main(int argc, char **argv)
 
     hp_backend_cpu_set_threads(1);
     for (int r = 0; r < rounds; r++) {
-        struct hp_train_opts o;
+        struct hp_options o;
         struct hp_train_result res;
 
         double s = sgemm_gflops();
-        hp_train_opts_init(&o);
+        hp_options_init(&o, HP_CMD_TRAIN);
         o.model = "cnn";
-        o.device = "cpu";
+        o.device = HP_DEVICE_CHOICE_CPU;
         o.epochs = 1;
         o.train_limit = 6400;
         o.test_limit = 64;

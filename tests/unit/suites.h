@@ -15,6 +15,6 @@ Suite *suite_plan(void);
 Suite *suite_comm(void);
 Suite *suite_allreduce(void);
 Suite *suite_bootstrap(void);
-Suite *suite_jobopts(void);
+Suite *suite_options(void);
 
 #endif

@@ -300,7 +300,7 @@ static const struct bad_edit edits[] = {
     {"[vw.1.stage.0]\nrank = 4\nnode = 1\ndevice = 0",
      "[vw.1.stage.0]\nrank = 4\nnode = 1\ndevice = 7", "device 7"},
     {"token = 0123456789abcdef0123456789abcdef", "token = xyz", "32 lower-case hex"},
-    {"batch = 32", "batch = 32x", "'32x' is not an integer"},
+    {"batch = 32", "batch = 32x", "[plan]: batch=32x: must be an integer from 1 to 65536"},
     {"[ps.0]", "[bogus]\nx = 1\n\n[ps.0]", "unknown or surplus section [bogus]"},
     {"[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 1",
      "[vw.0.stage.1]\nrank = 1\nnode = 0\ndevice = 0", "GPU 0 of node 'node1' is used twice"},
@@ -518,8 +518,8 @@ START_TEST(binding_file_rules)
     static const struct {
         const char *text, *expect;
     } bad[] = {
-        {"0 n 0 vw0.stage0\n2 n 1 vw0.stage1\n", "task 2 is out of range"},
-        {"0 n 0 vw0.stage0\n0 n 1 vw0.stage1\n", "task 0 is given twice"},
+        {"0 n 0 vw0.stage0\n2 n 1 vw0.stage1\n", "line 2: task 2 is out of range"},
+        {"0 n 0 vw0.stage0\n0 n 1 vw0.stage1\n", "line 2: task 0 is given a second time"},
         {"0 n 0 vw0.stage0 extra\n", "line 1: expected 'TASK NODE DEVICE ROLE'"},
         {"0 n 4096 vw0.stage0\n", "device '4096'"},
         {"-1 n 0 vw0.stage0\n", "task '-1'"},

@@ -11,12 +11,12 @@
 #include <check.h>
 #include <stdio.h>
 
-static void small_run(struct hp_train_opts *o, uint64_t seed, int ntrain)
+static void small_run(struct hp_options *o, uint64_t seed, int ntrain)
 {
-    hp_train_opts_init(o);
-    o->device = "cpu";
+    hp_options_init(o, HP_CMD_TRAIN);
+    o->device = HP_DEVICE_CHOICE_CPU;
     o->epochs = 1;
-    o->seed = seed;
+    o->seed = (long)seed;
     o->train_limit = ntrain;
     o->test_limit = 1000;
     o->log_every = 0;
@@ -25,7 +25,7 @@ static void small_run(struct hp_train_opts *o, uint64_t seed, int ntrain)
 /* Same seed, same parameters bit for bit; another seed, other parameters. */
 START_TEST(deterministic_for_a_seed)
 {
-    struct hp_train_opts o;
+    struct hp_options o;
     struct hp_train_result a, b, c;
 
     hp_backend_cpu_set_threads(1);
@@ -46,7 +46,7 @@ END_TEST
  * (chance is 10%; it reaches ~80% here, and ~91% after 5 full epochs). */
 START_TEST(cnn_learns_on_a_subset)
 {
-    struct hp_train_opts o;
+    struct hp_options o;
     struct hp_train_result r;
 
     hp_backend_cpu_set_threads(1);
@@ -61,7 +61,7 @@ END_TEST
 /* The MLP (with dropout) learns too. */
 START_TEST(mlp_learns_on_a_subset)
 {
-    struct hp_train_opts o;
+    struct hp_options o;
     struct hp_train_result r;
 
     hp_backend_cpu_set_threads(1);

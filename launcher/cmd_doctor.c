@@ -1,4 +1,4 @@
-/* doctor.c - `hetpipe doctor`: check an installation, one line per check, and say what to fix.
+/* cmd_doctor.c - `hetpipe doctor`: check an installation, one line per check, and say what to fix.
  *
  *   ok   <check>: <detail>
  *   FAIL <check>: <what is wrong>; fix: <how>
@@ -7,12 +7,12 @@
  * A check needing what this machine does not have (a GPU; Slurm with --no-slurm or without
  * srun) is skipped, not failed, unless asked for (--require-gpu). The library's own error
  * message for a failed check is captured (hp_log_capture) and becomes the check's line.
- * External commands run through popen under `timeout`, their exit status checked: a missing
- * or hanging tool is a FAIL or a skip, never a crash or a hang.
+ * External commands run without a shell (proc.h) under a deadline, their exit status checked:
+ * a missing or hanging tool is a FAIL or a skip, never a crash or a hang.
  *
  * Exit status: 0 without a FAIL, 1 with one, 2 for a bad option.
  */
-#include "cli.h"
+#include "commands.h"
 
 #include "backend.h"
 #include "comm.h"
@@ -21,9 +21,9 @@
 #include "gpudb.h"
 #include "log.h"
 #include "model.h"
+#include "proc.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <pmix.h>
 #include <stdarg.h>
@@ -40,33 +40,23 @@
 #define HP_SLURM_PLUGINDIR "/usr/lib/x86_64-linux-gnu/slurm-wlm"
 #endif
 
-#define CMD_TIMEOUT_S "10"
+#define CMD_TIMEOUT_S 10
 #define CMD_OUTPUT_MAX (1u << 20) /* bytes of a command's output kept */
 
 struct doctor {
     int nfail;
     int require_gpu, no_slurm;
-    const char *config_opt, *data_opt;
+    const char *config_opt, *data_opt; /* --config, --data */
     char config[PATH_MAX]; /* the site config, absolute; "" when none was found */
     char srun[PATH_MAX];   /* the srun the Slurm checks use; "" when they are skipped */
     char skip_slurm[256];  /* why the Slurm checks are skipped; "" when they run */
     char err[2048];        /* the error captured from the check that runs */
 };
 
-static void doctor_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: hetpipe doctor [--config FILE] [--data DIR] [--require-gpu] [--no-slurm]\n"
-            "  checks this installation, one line per check: 'ok', 'FAIL ...; fix: ...'\n"
-            "  or 'skip' (what this machine does not have, e.g. no GPU); exit 0 without\n"
-            "  a FAIL, 1 with one\n"
-            "  --config FILE   site config to check (default: $HETPIPE_CONF, ./etc/hetpipe.conf,\n"
-            "                  next to hetpipe, " HP_SYSCONFDIR "/hetpipe.conf)\n"
-            "  --data DIR      Fashion-MNIST directory (default $HETPIPE_DATA or\n"
-            "                  " HP_FASHION_MNIST_DIR ")\n"
-            "  --require-gpu   no usable CUDA device is a FAIL, not a skip\n"
-            "  --no-slurm      skip the Slurm checks (plugin, controller, srun's PMIx)\n");
-}
+static const char synopsis[] =
+    "usage: hetpipe doctor [options]\n"
+    "Check this installation, one line per check: 'ok', 'FAIL ...; fix: ...' or 'skip' (what\n"
+    "this machine does not have, e.g. no GPU); exit 0 without a FAIL, 1 with one.\n";
 
 static void say(const char *tag, const char *check, const char *fmt, va_list ap)
 {
@@ -117,30 +107,6 @@ static const char *captured(const struct doctor *d, const char *fallback)
 
 /* ---- external commands ---------------------------------------------------------------- */
 
-/* `s` in single quotes for sh, into buf (size n); 0, or -HP_EINVAL when it does not fit. */
-static int shell_quote(const char *s, char *buf, size_t n)
-{
-    size_t k = 0;
-
-    if (n < 3)
-        return -HP_EINVAL;
-    buf[k++] = '\'';
-    for (; *s; s++) {
-        const char *piece = *s == '\'' ? "'\\''" : NULL;
-        const size_t len = piece ? 4 : 1;
-        if (k + len + 2 > n)
-            return -HP_EINVAL;
-        if (piece) {
-            memcpy(buf + k, piece, len);
-            k += len;
-        } else
-            buf[k++] = *s;
-    }
-    buf[k++] = '\'';
-    buf[k] = '\0';
-    return 0;
-}
-
 /* The executable `name` in $PATH into buf (size n); 0, or -HP_ENOTFOUND. */
 static int find_in_path(const char *name, char *buf, size_t n)
 {
@@ -160,74 +126,14 @@ static int find_in_path(const char *name, char *buf, size_t n)
     return -HP_ENOTFOUND;
 }
 
-struct cmd_result {
-    char *out;  /* stdout and stderr, NUL-terminated (owned; free()) */
-    int status; /* exit status: 124 timed out, 126 cannot execute, 127 not found; -1 killed */
-};
-
-static char timeout_q[PATH_MAX + 8]; /* the timeout command, quoted; "" when not found */
-static int timeout_checked;
-
-/* Run `prog` (a path, quoted here) with the shell words `args` under `timeout`, stdin from
- * /dev/null, stdout and stderr into r->out (the first CMD_OUTPUT_MAX bytes). 0, or a negative
- * code when the command could not be started at all (logged). */
-static int cmd_run(const char *prog, const char *args, struct cmd_result *r)
+/* Run prog with up to two arguments under the deadline (proc.h); 0, or a negative code when
+ * it could not be run at all (logged). */
+static int cmd_run(const char *prog, const char *arg1, const char *arg2,
+                   struct hp_proc_result *r)
 {
-    char q[PATH_MAX + 64], line[PATH_MAX + 512];
-    size_t len = 0, cap = 4096;
-    FILE *p;
-    int st;
+    const char *av[] = {prog, arg1, arg2, NULL};
 
-    r->out = NULL;
-    r->status = -1;
-    if (!timeout_checked) { /* coreutils' timeout; without it (odd PATH) the command runs bare */
-        char path[PATH_MAX];
-        timeout_checked = 1;
-        if (find_in_path("timeout", path, sizeof(path)) == 0 ||
-            access(strcpy(path, "/usr/bin/timeout"), X_OK) == 0)
-            shell_quote(path, timeout_q, sizeof(timeout_q));
-    }
-    if (shell_quote(prog, q, sizeof(q)) ||
-        (size_t)snprintf(line, sizeof(line), "%s%s%s %s < /dev/null 2>&1", timeout_q,
-                         timeout_q[0] ? " -k 2 " CMD_TIMEOUT_S " " : "", q, args) >= sizeof(line)) {
-        hp_error("command line for '%s' too long", prog);
-        return -HP_EINVAL;
-    }
-    r->out = malloc(cap);
-    if (!r->out)
-        return -HP_ENOMEM;
-    fflush(stdout);
-    p = popen(line, "r");
-    if (!p) {
-        int e = -errno;
-        hp_error("cannot run '%s': %s", line, strerror(errno));
-        free(r->out);
-        r->out = NULL;
-        return e;
-    }
-    for (;;) {
-        if (len + 1 == cap && cap < CMD_OUTPUT_MAX) {
-            char *bigger = realloc(r->out, cap * 2);
-            if (bigger) {
-                r->out = bigger;
-                cap *= 2;
-            }
-        }
-        if (len + 1 == cap) { /* full: drain the rest so that the command does not block */
-            char sink[4096];
-            if (fread(sink, 1, sizeof(sink), p) == 0)
-                break;
-            continue;
-        }
-        size_t got = fread(r->out + len, 1, cap - 1 - len, p);
-        if (got == 0)
-            break;
-        len += got;
-    }
-    r->out[len] = '\0';
-    st = pclose(p);
-    r->status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return 0;
+    return hp_proc_run(av, CMD_TIMEOUT_S, CMD_OUTPUT_MAX, r);
 }
 
 /* The last non-blank line of `text` (with `word` in it, when word is not NULL and such a
@@ -280,13 +186,13 @@ static const char *find_line(const char *text, const char *prefix)
 
 /* What went wrong with a command that did not exit 0, into buf (size n): how it ended and its
  * last fatal message (Slurm's commands say "fatal:" for what stopped them), else last line. */
-static void cmd_failure(const char *what, const struct cmd_result *r, char *buf, size_t n)
+static void cmd_failure(const char *what, const struct hp_proc_result *r, char *buf, size_t n)
 {
     char last[512];
 
     last_line(r->out ? r->out : "", "fatal:", last, sizeof(last));
     if (r->status == 124 || r->status == 137)
-        snprintf(buf, n, "'%s' did not answer within " CMD_TIMEOUT_S " s", what);
+        snprintf(buf, n, "'%s' did not answer within %d s", what, CMD_TIMEOUT_S);
     else if (r->status == 127 || r->status == 126)
         snprintf(buf, n, "'%s' cannot be run (exit %d)%s%s", what, r->status, *last ? ": " : "",
                  last);
@@ -427,7 +333,7 @@ static void check_rank(struct doctor *d)
     static const char *const fix = "build it (make) or install it beside hetpipe (make install), "
                                    "or set HETPIPE_RANK_BIN";
     char path[PATH_MAX], what[PATH_MAX + 64], why[PATH_MAX + 600];
-    struct cmd_result r;
+    struct hp_proc_result r;
     int rc;
 
     hp_log_capture(d->err, sizeof(d->err));
@@ -438,7 +344,7 @@ static void check_rank(struct doctor *d)
         return;
     }
     hp_log_capture(d->err, sizeof(d->err));
-    rc = cmd_run(path, "--help > /dev/null", &r);
+    rc = cmd_run(path, "--help", NULL, &r);
     hp_log_capture(NULL, 0);
     if (rc) {
         fail(d, "rank program", fix, "%s", captured(d, hp_strerror(rc)));
@@ -538,11 +444,11 @@ static const char *slurm_conf(void)
  * plugstack.conf beside slurm.conf (Slurm's default). Into buf (size n). */
 static void plugstack_path(const char *scontrol, char *buf, size_t n)
 {
-    struct cmd_result r = {0};
+    struct hp_proc_result r = {0};
 
     buf[0] = '\0';
     if (scontrol[0]) {
-        if (cmd_run(scontrol, "show config", &r) == 0 && r.status == 0) {
+        if (cmd_run(scontrol, "show", "config", &r) == 0 && r.status == 0) {
             /* "PlugStackConfig         = /etc/slurm/plugstack.conf" */
             const char *l = find_line(r.out, "PlugStackConfig"), *eq = l ? strchr(l, '=') : NULL;
             if (eq && eq < strchrnul(l, '\n')) {
@@ -586,7 +492,7 @@ static void check_slurm(struct doctor *d)
                                   "PMIx in srun"};
     char scontrol[PATH_MAX] = "", why[1024], plugstack[PATH_MAX], plugin[PATH_MAX];
     char fix[3 * PATH_MAX + 256];
-    struct cmd_result r;
+    struct hp_proc_result r;
 
     if (d->skip_slurm[0]) {
         for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++)
@@ -615,7 +521,7 @@ static void check_slurm(struct doctor *d)
     if (!scontrol[0])
         fail(d, "Slurm controller", "apt-get install slurm-client",
              "scontrol not found on PATH or beside %s", d->srun);
-    else if (cmd_run(scontrol, "ping", &r) == 0) {
+    else if (cmd_run(scontrol, "ping", NULL, &r) == 0) {
         char line[512];
         last_line(r.out, "Slurmctld", line, sizeof(line));
         snprintf(fix, sizeof(fix),
@@ -634,7 +540,7 @@ static void check_slurm(struct doctor *d)
     } else
         fail(d, "Slurm controller", "check the system's process limits", "cannot run scontrol");
 
-    if (cmd_run(d->srun, "--help", &r) == 0) {
+    if (cmd_run(d->srun, "--help", NULL, &r) == 0) {
         if (r.status != 0) {
             cmd_failure("srun --help", &r, why, sizeof(why));
             snprintf(fix, sizeof(fix), "set SLURM_CONF to the cluster's slurm.conf (now %s)",
@@ -655,7 +561,7 @@ static void check_slurm(struct doctor *d)
     } else
         fail(d, "Slurm plugin", "check the system's process limits", "cannot run %s", d->srun);
 
-    if (cmd_run(d->srun, "--mpi=list", &r) == 0) {
+    if (cmd_run(d->srun, "--mpi=list", NULL, &r) == 0) {
         const char *fix_pmix = "install Slurm's PMIx plugin (Debian: apt-get install "
                                "slurm-wlm-basic-plugins, mpi_pmix.so), or build Slurm --with-pmix";
         /* Slurm 22.05 lists one plugin a line, indented: "pmix", then "pmix_v4", ... */
@@ -678,50 +584,21 @@ static void check_slurm(struct doctor *d)
 
 int hp_cmd_doctor(int argc, char **argv)
 {
-    enum { O_REQUIRE_GPU = 256, O_NO_SLURM };
-    static const struct option opts[] = {
-        {"config", required_argument, 0, 'c'},
-        {"data", required_argument, 0, 'D'},
-        {"require-gpu", no_argument, 0, O_REQUIRE_GPU},
-        {"no-slurm", no_argument, 0, O_NO_SLURM},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    struct doctor *d = calloc(1, sizeof(*d));
-    int c;
+    struct hp_options o;
+    struct doctor *d;
+    int rc = hp_cmd_options(HP_CMD_DOCTOR, synopsis, argc, argv, &o, 0, NULL);
 
+    if (rc >= 0)
+        return rc;
+    d = calloc(1, sizeof(*d));
     if (!d) {
         hp_error("doctor: out of memory");
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            d->config_opt = optarg;
-            break;
-        case 'D':
-            d->data_opt = optarg;
-            break;
-        case O_REQUIRE_GPU:
-            d->require_gpu = 1;
-            break;
-        case O_NO_SLURM:
-            d->no_slurm = 1;
-            break;
-        case 'h':
-            doctor_usage(stdout);
-            free(d);
-            return 0;
-        default:
-            free(d);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        hp_error("doctor: unexpected argument '%s' (see hetpipe doctor --help)", argv[optind]);
-        free(d);
-        return 2;
-    }
+    d->config_opt = o.config;
+    d->data_opt = o.data;
+    d->require_gpu = (int)o.require_gpu;
+    d->no_slurm = (int)o.no_slurm;
     if (d->no_slurm)
         snprintf(d->skip_slurm, sizeof(d->skip_slurm), "--no-slurm");
     else {
@@ -742,7 +619,7 @@ int hp_cmd_doctor(int argc, char **argv)
     check_cuda(d);
     check_slurm(d);
 
-    const int rc = d->nfail ? 1 : 0;
+    rc = d->nfail ? 1 : 0;
     if (d->nfail)
         printf("hetpipe doctor: %d check(s) failed\n", d->nfail);
     free(d);

@@ -1,0 +1,225 @@
+/* cmd_launch.c - `hetpipe launch`: inside a Slurm allocation (an sbatch script or salloc), learn
+ * from slurmctld which typed GPUs the job holds on which nodes (slurm.h), plan for them in
+ * process (planjob.h), write the plan, the cluster description, a binding file (task -> role,
+ * node, GPU) and a host file into a job-private directory, and exec `srun --mpi=pmix` with
+ * one task per planned GPU on its node plus the parameter-server shards (layout.h).
+ *
+ * Options: the command line, else the HETPIPE_* variables the --hetpipe-* options of
+ * sbatch/salloc/srun set, else the table's defaults (common/options.h).
+ */
+#include "cli.h"
+#include "commands.h"
+#include "error.h"
+#include "layout.h"
+#include "log.h"
+#include "planfile.h"
+#include "planjob.h"
+#include "proc.h"
+#include "rundir.h"
+#include "slurm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_ARGS 256
+
+static const char synopsis[] =
+    "usage: hetpipe launch [options]\n"
+    "Inside a Slurm allocation (an sbatch script or salloc): discover the job's typed GPUs,\n"
+    "plan, and run the ranks with srun --mpi=pmix. Job options default to the environment the\n"
+    "--hetpipe-* options of sbatch, salloc and srun set (in brackets); the training options are\n"
+    "handed on to every rank.\n";
+
+/* A launch: the job's allocation, plan, directory and files, srun's command line. */
+struct launch {
+    struct hp_options o;
+    struct hp_alloc a;
+    struct hp_job job;
+    struct hp_layout L;
+    unsigned long jobid;
+    char dir[4096], plan_path[4200], bind_path[4200], host_path[4200], rank_bin[4096];
+    const char *av[MAX_ARGS];
+    int ac;
+    char store[1 << 17]; /* the ranks' option strings */
+};
+
+static int job_id(unsigned long *out)
+{
+    const char *job = getenv("SLURM_JOB_ID");
+    char *end;
+
+    if (!job || !*job) {
+        hp_error("launch: SLURM_JOB_ID is not set: hetpipe launch runs inside a Slurm "
+                 "allocation (an sbatch script, or salloc); without Slurm use hetpipe run "
+                 "--local");
+        return -1;
+    }
+    errno = 0;
+    *out = strtoul(job, &end, 10);
+    if (errno || *end || *out == 0 || *job < '0' || *job > '9') {
+        hp_error("launch: SLURM_JOB_ID='%s' is not a job id", job);
+        return -1;
+    }
+    return 0;
+}
+
+static void print_alloc(const struct hp_alloc *a)
+{
+    printf("launch: job %lu%s: ", a->jobid, a->hetjob ? " (hetjob)" : "");
+    for (int i = 0; i < a->nnodes; i++) {
+        printf("%s%s", i ? ", " : "", a->nodes[i].name);
+        for (int g = 0; g < a->nodes[i].ngpus; g++)
+            printf("%s%s:%d", g ? "," : " ", a->nodes[i].gpus[g].type, a->nodes[i].gpus[g].index);
+    }
+    printf("\n");
+    if (a->nskipped)
+        printf("launch: %d node(s) of the job have no GPU and take no rank\n", a->nskipped);
+}
+
+/* The run directory: --run-dir, else $SLURM_SUBMIT_DIR/hetpipe-JOBID (then .1, .2, ... for
+ * later launches in the same job); it must be visible on every node of the job. */
+static int make_dir(struct launch *l)
+{
+    const char *base = getenv("SLURM_SUBMIT_DIR");
+    char cwd[4096], name[64];
+
+    if (!base || !*base)
+        base = getcwd(cwd, sizeof(cwd)) ? cwd : ".";
+    snprintf(name, sizeof(name), "hetpipe-%lu", l->jobid);
+    if (hp_rundir_create("launch", l->o.run_dir, base, name, l->dir, sizeof(l->dir)))
+        return -1;
+    snprintf(l->plan_path, sizeof(l->plan_path), "%s/plan.ini", l->dir);
+    snprintf(l->bind_path, sizeof(l->bind_path), "%s/binding", l->dir);
+    snprintf(l->host_path, sizeof(l->host_path), "%s/hostfile", l->dir);
+    return 0;
+}
+
+/* The plan: made here for the allocation, or --plan FILE checked against it; written into the
+ * run directory with the cluster description (for the record) and laid out as tasks. */
+static int plan(struct launch *l)
+{
+    char path[4300];
+    int rc;
+
+    snprintf(path, sizeof(path), "%s/cluster.ini", l->dir);
+    if (hp_alloc_write_cluster(&l->a, hp_keep("slurm-job-%lu", l->jobid), path))
+        return -HP_EIO;
+    fflush(stdout);
+    if (l->o.plan) {
+        if ((rc = hp_job_load(&l->o, l->o.plan, &l->job)) ||
+            (rc = hp_layout_check(l->o.plan, &l->job.plan, &l->job.cl, &l->job.db, &l->a)))
+            return rc;
+    } else {
+        if ((rc = hp_job_plan(&l->o, &l->a, &l->job)))
+            return rc;
+        hp_job_print(&l->job, stdout);
+    }
+    if ((rc = hp_layout_make(&l->job.plan, &l->job.cl, &l->a, &l->L)))
+        return rc;
+    return hp_planfile_save(l->plan_path, &l->job.plan, &l->job.cl, &l->job.db, l->job.token);
+}
+
+static int write_files(struct launch *l)
+{
+    char err[1200];
+
+    if (hp_binding_write(l->bind_path, l->L.b, l->L.ntasks, err, sizeof(err))) {
+        hp_error("launch: %s", err);
+        return -1;
+    }
+    return hp_layout_write_hostfile(l->host_path, &l->L);
+}
+
+/* srun --mpi=pmix ... hetpipe-rank --plan FILE --config FILE [the ranks' options] */
+static int srun_args(struct launch *l)
+{
+    const char *srun = l->o.srun ? l->o.srun : getenv("HETPIPE_SRUN");
+
+    l->av[l->ac++] = srun && *srun ? srun : "srun";
+    l->av[l->ac++] = "--mpi=pmix";
+    l->av[l->ac++] = "--kill-on-bad-exit=1";
+    l->av[l->ac++] = hp_keep("--job-name=hetpipe-%lu", l->jobid);
+    if (l->a.hetjob) {
+        if (hp_layout_het_args(&l->a, &l->L, l->av, &l->ac))
+            return -1;
+    } else {
+        l->av[l->ac++] = "--overcommit";
+        l->av[l->ac++] = "--distribution=arbitrary";
+        l->av[l->ac++] = hp_keep("--ntasks=%d", l->L.ntasks);
+        setenv("SLURM_HOSTFILE", l->host_path, 1);
+    }
+    l->av[l->ac++] = l->rank_bin;
+    l->av[l->ac++] = "--plan";
+    l->av[l->ac++] = l->plan_path;
+    l->av[l->ac++] = "--config";
+    l->av[l->ac++] = l->job.config;
+    return hp_cli_rank_args(&l->o, HP_CMD_LAUNCH, l->av, &l->ac, MAX_ARGS - 1, l->store,
+                            sizeof(l->store));
+}
+
+static void exec_srun(struct launch *l)
+{
+    setenv("HETPIPE_BINDING", l->bind_path, 1);
+    setenv("HETPIPE_RUN_DIR", l->dir, 1);
+    if (!getenv("OPENBLAS_NUM_THREADS"))
+        setenv("OPENBLAS_NUM_THREADS", "1", 1); /* CPU ranks share the node's cores */
+    printf("launch: %d tasks on %d nodes; binding in %s\nlaunch:", l->L.ntasks, l->a.nnodes,
+           l->bind_path);
+    for (int i = 0; i < l->ac; i++)
+        printf(" %s", l->av[i]);
+    printf("\n");
+    fflush(stdout);
+    fflush(stderr);
+    execvp(l->av[0], (char *const *)l->av);
+    hp_error("launch: cannot execute '%s': %s (is Slurm's srun on PATH? or give --srun)",
+             l->av[0], strerror(errno));
+}
+
+static int launch(struct launch *l)
+{
+    if (hp_cli_from_env(&l->o, HP_CMD_LAUNCH))
+        return 2;
+    if (job_id(&l->jobid))
+        return 2;
+    if (hp_rank_binary("launch", l->rank_bin, sizeof(l->rank_bin)) ||
+        hp_slurm_discover(l->jobid, &l->a) || make_dir(l))
+        return 1;
+    print_alloc(&l->a);
+    fflush(stdout);
+    if (plan(l))
+        return 1;
+    fflush(stdout);
+    if (l->o.dry_run) {
+        printf("dry run: %d ranks planned (%d GPU stages, %d PS shards); no rank started. Plan "
+               "in %s\n",
+               l->job.plan.nranks, hp_plan_first_shard(&l->job.plan), l->job.plan.nshards,
+               l->plan_path);
+        return 0;
+    }
+    if (write_files(l) || srun_args(l))
+        return 1;
+    exec_srun(l);
+    return 1;
+}
+
+int hp_cmd_launch(int argc, char **argv)
+{
+    struct launch *l = calloc(1, sizeof(*l));
+    int rc;
+
+    if (!l) {
+        hp_error("launch: out of memory");
+        return 1;
+    }
+    rc = hp_cmd_options(HP_CMD_LAUNCH, synopsis, argc, argv, &l->o, 0, NULL);
+    if (rc < 0)
+        rc = launch(l);
+    hp_layout_release(&l->L);
+    hp_job_release(&l->job);
+    hp_alloc_release(&l->a);
+    free(l);
+    return rc;
+}

@@ -1,0 +1,298 @@
+/* cmd_run.c - `hetpipe run --local`: plan for a described cluster (planjob.h), then fork one
+ * hetpipe-rank per rank of the plan on this machine, CPU ranks emulating the GPU types, and
+ * supervise them: the first rank that fails stops the others, naming its role and cause.
+ */
+#include "backend.h"
+#include "cli.h"
+#include "clock.h"
+#include "commands.h"
+#include "error.h"
+#include "log.h"
+#include "net.h"
+#include "planfile.h"
+#include "planjob.h"
+#include "proc.h"
+#include "rundir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_ARGS 160
+#define KILL_GRACE_S 5.0
+
+static const char synopsis[] =
+    "usage: hetpipe run --local [options]\n"
+    "Plan for the cluster, fork one hetpipe-rank per rank of the plan on this machine (CPU\n"
+    "ranks emulating the cluster's GPU types) and wait. The training options are handed on to\n"
+    "every rank. --lr is the job's: with V virtual workers each applies lr/V (the PS sums their\n"
+    "updates); dp averages its replicas' gradients.\n";
+
+/* A local job: the plan, its private directory, the ranks' command line and processes. */
+struct local {
+    struct hp_options o;
+    struct hp_job job;
+    char dir[4096], boot[4200], plan_path[4200], rank_bin[4096], emu[64];
+    const char *av[MAX_ARGS];
+    char store[1 << 17]; /* the strings of av */
+    pid_t *pids;
+    int failed; /* the first rank that failed, nranks when interrupted, -1 */
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = sig;
+}
+
+/* Whole-model forward + backward seconds per minibatch on this CPU: the fastest of 5 steps
+ * after a warm-up (the fastest is the least disturbed by other load on a shared machine). */
+static double cpu_step_seconds(const struct hp_model *m, int batch)
+{
+    struct hp_backend *be = NULL;
+    struct hp_net *net = NULL;
+    const struct hp_net_config cfg = {.batch = batch, .nslots = 1, .need_input_grad = 0};
+    double best = 0.0;
+
+    if (hp_backend_cpu_create(&be) || hp_net_create(be, m, 0, m->nunits, &cfg, &net) ||
+        hp_net_init_params(net, 1)) {
+        hp_net_destroy(net);
+        hp_backend_destroy(be);
+        return 0.0;
+    }
+    for (int s = 0; s < 6; s++) {
+        const double t0 = hp_now_s();
+        hp_net_forward(net, 0, 1, (uint64_t)s);
+        hp_net_backward(net, 0);
+        const double t = hp_now_s() - t0;
+        if (s > 0 && (best == 0.0 || t < best))
+            best = t;
+    }
+    hp_net_destroy(net);
+    hp_backend_destroy(be);
+    return best;
+}
+
+/* --emulate: off is 0, a number is S, auto is S = 2 x max(1, ranks / cores) x this CPU's
+ * whole-model step over the planned GPUs' summed compute, so that padding dominates. */
+static double emulation_scale(const struct local *L)
+{
+    const struct hp_plan *p = &L->job.plan;
+    const int workers = hp_plan_first_shard(p);
+    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double gpu = 0.0;
+
+    if (L->o.emulate >= 0.0)
+        return L->o.emulate;
+    for (int s = 0; s < p->vws[0].nstages; s++)
+        gpu += p->vws[0].stages[s].compute_s;
+    const double cpu = cpu_step_seconds(L->job.model, p->opts.batch);
+    const double margin = 2.0 * (workers > ncpu && ncpu > 0 ? (double)workers / ncpu : 1.0);
+    const double S = gpu > 0.0 && cpu > 0.0 ? margin * cpu / gpu : 0.0;
+    printf("emulation: whole model %.2f ms per minibatch on this CPU, %.3f ms on the planned "
+           "GPUs: scale %.0f (emulated time = %.0f x the GPUs')\n",
+           1e3 * cpu, 1e3 * gpu, S, S);
+    return S;
+}
+
+/* The run directory with the plan and the address-file directory; the ranks' command line. */
+static int prepare(struct local *L)
+{
+    const char *tmp = getenv("TMPDIR");
+    int ac = 0;
+
+    if (hp_rundir_create("run", L->o.run_dir, tmp && *tmp ? tmp : "/tmp", "hetpipe-run.XXXXXX",
+                         L->dir, sizeof(L->dir)) ||
+        hp_rundir_sub("run", L->dir, "boot", L->boot, sizeof(L->boot)))
+        return -HP_EIO;
+    snprintf(L->plan_path, sizeof(L->plan_path), "%s/plan.ini", L->dir);
+    if (hp_planfile_save(L->plan_path, &L->job.plan, &L->job.cl, &L->job.db, L->job.token))
+        return -HP_EIO;
+    snprintf(L->emu, sizeof(L->emu), "%.9g", emulation_scale(L));
+    L->av[ac++] = "hetpipe-rank";
+    if (hp_cli_rank_args(&L->o, HP_CMD_RUN, L->av, &ac, MAX_ARGS - 10, L->store,
+                         sizeof(L->store)))
+        return -HP_EINVAL;
+    const char *tail[] = {"--emulate", L->emu,    "--plan", L->plan_path, "--boot-dir",
+                          L->boot,     "--config", L->job.config, NULL};
+    for (int i = 0; tail[i]; i++)
+        L->av[ac++] = tail[i];
+    L->av[ac] = NULL;
+    fflush(stdout);
+    return 0;
+}
+
+/* In the child: rank r's environment and output (rank 0 on the terminal), then exec. */
+static void exec_rank(const struct local *L, int r, const char *parent)
+{
+    char rs[16], logp[4300];
+    int fd;
+
+    snprintf(rs, sizeof(rs), "%d", r);
+    setenv("HETPIPE_RANK", rs, 1);
+    setenv("HETPIPE_PARENT", parent, 1);
+    setenv("OPENBLAS_NUM_THREADS",
+           getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "1", 1);
+    snprintf(logp, sizeof(logp), "%s/rank-%d.log", L->dir, r);
+    fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+    if (fd >= 0 && r > 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    if (fd > 2)
+        close(fd);
+    execv(L->rank_bin, (char *const *)L->av);
+    fprintf(stderr, "hetpipe run: cannot execute %s: %s\n", L->rank_bin, strerror(errno));
+    _exit(127);
+}
+
+static int fork_ranks(struct local *L)
+{
+    const int n = L->job.plan.nranks;
+    struct sigaction sa = {0};
+    char parent[32];
+
+    L->pids = calloc((size_t)n, sizeof(pid_t));
+    if (!L->pids)
+        return -HP_ENOMEM;
+    snprintf(parent, sizeof(parent), "%ld", (long)getpid());
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    for (int r = 0; r < n; r++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            hp_error("run: cannot fork rank %d: %s", r, strerror(errno));
+            return -HP_EIO;
+        }
+        if (pid == 0)
+            exec_rank(L, r, parent);
+        L->pids[r] = pid;
+    }
+    return 0;
+}
+
+static void signal_all(const struct local *L, int sig)
+{
+    for (int r = 0; r < L->job.plan.nranks; r++)
+        if (L->pids[r] > 0)
+            kill(L->pids[r], sig);
+}
+
+/* Rank r ended with `status`: a failure is reported once, naming its role and cause. */
+static void rank_ended(struct local *L, int r, int status, double *kill_at)
+{
+    char role[256], logp[4300];
+
+    if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || L->failed >= 0)
+        return;
+    L->failed = r;
+    hp_plan_describe_rank(&L->job.plan, &L->job.cl, &L->job.db, r, role, sizeof(role));
+    if (WIFSIGNALED(status))
+        hp_error("run: rank %d (%s) was killed by signal %d (%s); stopping the others", r, role,
+                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        hp_error("run: rank %d (%s) failed with exit status %d; stopping the others", r, role,
+                 WEXITSTATUS(status));
+    snprintf(logp, sizeof(logp), "%s/rank-%d.log", L->dir, r);
+    if (r > 0 && WIFEXITED(status)) {
+        fprintf(stderr, "last lines of %s:\n", logp);
+        hp_tail_file(logp, 5, stderr);
+    }
+    signal_all(L, SIGTERM);
+    *kill_at = hp_now_s() + KILL_GRACE_S;
+}
+
+/* Wait for every rank; the first that fails (or a signal to us) stops the others: SIGTERM,
+ * then SIGKILL after KILL_GRACE_S. */
+static void supervise(struct local *L)
+{
+    const int n = L->job.plan.nranks;
+    int alive = 0;
+    double kill_at = 0.0;
+
+    for (int r = 0; r < n; r++)
+        alive += L->pids[r] > 0;
+    while (alive > 0) {
+        int status, r = 0;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid == 0 || (pid < 0 && errno == EINTR)) {
+            if (interrupted && L->failed < 0) {
+                hp_error("run: interrupted (signal %d): stopping the ranks", (int)interrupted);
+                L->failed = n;
+                signal_all(L, SIGTERM);
+                kill_at = hp_now_s() + KILL_GRACE_S;
+            }
+            if (kill_at > 0.0 && hp_now_s() > kill_at) {
+                signal_all(L, SIGKILL);
+                kill_at = 0.0;
+            }
+            usleep(20000);
+            continue;
+        }
+        if (pid < 0)
+            break;
+        while (r < n && L->pids[r] != pid)
+            r++;
+        if (r == n)
+            continue;
+        L->pids[r] = 0;
+        alive--;
+        rank_ended(L, r, status, &kill_at);
+    }
+}
+
+int hp_cmd_run(int argc, char **argv)
+{
+    struct local *L = calloc(1, sizeof(*L));
+    int rc;
+
+    if (!L) {
+        hp_error("run: out of memory");
+        return 1;
+    }
+    L->failed = -1;
+    rc = hp_cmd_options(HP_CMD_RUN, synopsis, argc, argv, &L->o, 0, NULL);
+    if (rc >= 0)
+        goto out_status;
+    if (!L->o.local) {
+        hp_error("run: only --local is supported: it forks the ranks on this machine (inside a "
+                 "Slurm allocation the ranks are started with hetpipe launch, srun --mpi=pmix)");
+        rc = 2;
+        goto out_status;
+    }
+    rc = hp_rank_binary("run", L->rank_bin, sizeof(L->rank_bin)) ? -HP_EINVAL
+                                                                 : hp_job_plan(&L->o, NULL, &L->job);
+    if (!rc) {
+        hp_job_print(&L->job, stdout);
+        rc = prepare(L);
+    }
+    if (!rc)
+        rc = fork_ranks(L);
+    if (L->pids) {
+        if (rc)
+            signal_all(L, SIGTERM);
+        supervise(L);
+    }
+    if (L->failed >= 0 || (rc && L->dir[0])) {
+        fprintf(stderr, "hetpipe run: failed; plan, logs and address files kept in %s\n", L->dir);
+        rc = rc ? rc : -HP_EIO;
+    } else if (!rc && !L->o.keep && !L->o.run_dir) {
+        if (hp_remove_tree(L->dir))
+            hp_warn("run: could not remove %s", L->dir);
+    } else if (!rc) {
+        printf("hetpipe run: plan and logs in %s\n", L->dir);
+    }
+    rc = rc ? 1 : 0;
+out_status:
+    free(L->pids);
+    hp_job_release(&L->job);
+    free(L);
+    return rc;
+}

@@ -1,0 +1,186 @@
+/* planjob.c - the one in-process planning call (planjob.h). */
+#include "planjob.h"
+
+#include "error.h"
+#include "log.h"
+#include "paths.h"
+#include "planfile.h"
+#include "planner.h"
+#include "profile.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+/* 16 random bytes as 32 hex digits; the kernel's random source or nothing. */
+static int random_token(char *tok)
+{
+    unsigned char b[16];
+    ssize_t got = getrandom(b, sizeof(b), 0);
+
+    if (got != (ssize_t)sizeof(b)) {
+        hp_error("cannot make a job token: getrandom: %s",
+                 got < 0 ? strerror(errno) : "short read");
+        return -HP_EIO;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(tok + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+/* The site config: o->config or the default place; remembered by its absolute path. */
+static int load_config(const struct hp_options *o, struct hp_job *job)
+{
+    char path[4096], *abs;
+    int rc = 0;
+
+    if (o->config)
+        snprintf(path, sizeof(path), "%s", o->config);
+    else if ((rc = hp_gpudb_default_path(path, sizeof(path))))
+        return rc;
+    if ((rc = hp_gpudb_load(path, &job->db)))
+        return rc;
+    abs = realpath(path, NULL);
+    if (!abs || strlen(abs) >= sizeof(job->config)) {
+        hp_error("config '%s': cannot resolve its absolute path", path);
+        free(abs);
+        return -HP_EINVAL;
+    }
+    snprintf(job->config, sizeof(job->config), "%s", abs);
+    free(abs);
+    return 0;
+}
+
+static int load_cluster(const struct hp_options *o, const struct hp_alloc *alloc,
+                        struct hp_job *job)
+{
+    char path[4096], name[64];
+
+    if (alloc) {
+        snprintf(name, sizeof(name), "slurm-job-%lu", alloc->jobid);
+        return hp_alloc_cluster(alloc, &job->db, name, &job->cl);
+    }
+    if (!o->cluster) {
+        hp_error("no cluster to plan for: give --cluster FILE|NAME (see etc/clusters/)");
+        return -HP_EINVAL;
+    }
+    if (hp_cluster_resolve(o->cluster, path, sizeof(path)))
+        return -HP_ENOTFOUND;
+    return hp_cluster_load(path, &job->db, &job->cl);
+}
+
+/* A model given as a file: the ranks load it by its absolute path, whatever their cwd. */
+static int record_model(const char *model, struct hp_plan *plan)
+{
+    char *abs;
+
+    if (!hp_path_is_file(model))
+        return 0;
+    abs = realpath(model, NULL);
+    if (abs == NULL || strlen(abs) >= sizeof(plan->model)) {
+        hp_error("model '%s': cannot resolve its absolute path", model);
+        free(abs);
+        return -HP_EINVAL;
+    }
+    snprintf(plan->model, sizeof(plan->model), "%s", abs);
+    free(abs);
+    return 0;
+}
+
+int hp_job_plan(const struct hp_options *o, const struct hp_alloc *alloc, struct hp_job *job)
+{
+    struct hp_plan_opts po;
+    int rc;
+
+    memset(job, 0, sizeof(*job));
+    hp_plan_opts_from(&po, o);
+    if ((rc = load_config(o, job)) || (rc = load_cluster(o, alloc, job)) ||
+        (rc = hp_model_load(o->model, &job->model)) ||
+        (rc = hp_cost_init(&job->cost, job->model, &job->db, po.batch)))
+        return rc;
+    if (o->profile && (rc = hp_profile_apply(o->profile, &job->cost, &job->profiled)))
+        return rc;
+    if ((rc = hp_plan_compute(&job->cost, &job->cl, &po, &job->plan)) ||
+        (rc = record_model(o->model, &job->plan)))
+        return rc;
+    return random_token(job->token);
+}
+
+int hp_job_load(const struct hp_options *o, const char *path, struct hp_job *job)
+{
+    int rc;
+
+    memset(job, 0, sizeof(*job));
+    if ((rc = load_config(o, job)) ||
+        (rc = hp_planfile_load(path, &job->db, &job->plan, &job->cl, job->token)))
+        return rc;
+    return hp_model_load(job->plan.model, &job->model);
+}
+
+static void print_vw(const struct hp_job *job, int v, FILE *f)
+{
+    const struct hp_vw_plan *vw = &job->plan.vws[v];
+    const struct hp_cluster *cl = &job->cl;
+    const struct hp_model *m = job->model;
+
+    fprintf(f, "\nVW %d: %d GPUs, Nm %d, %.1f images/s (slowest stage %.2f ms)\n", v, vw->nstages,
+            vw->nm, vw->rate, 1e3 * vw->bottleneck_s);
+    fprintf(f, "  %-5s %-12s %-4s %-10s %-28s %10s %11s %16s\n", "stage", "node", "gpu", "type",
+            "units", "compute ms", "transfer ms", "memory GiB used/has");
+    for (int s = 0; s < vw->nstages; s++) {
+        const struct hp_stage_plan *st = &vw->stages[s];
+        const struct hp_gpu *g = &cl->gpus[st->gpu];
+        char units[64];
+        snprintf(units, sizeof(units), "%d-%d %.11s..%.11s", st->u0, st->u1 - 1,
+                 m->units[st->u0].name, m->units[st->u1 - 1].name);
+        fprintf(f, "  %-5d %-12s %-4d %-10s %-28s %10.2f %11.2f %8.2f / %-6.2f\n", s,
+                cl->nodes[g->node].name, g->index, job->db.types[g->type].name, units,
+                1e3 * st->compute_s, 1e3 * st->transfer_s, st->memory / 1073741824.0,
+                st->capacity / 1073741824.0);
+    }
+}
+
+void hp_job_print(const struct hp_job *job, FILE *f)
+{
+    const struct hp_plan *p = &job->plan;
+    const struct hp_cluster *cl = &job->cl;
+
+    fprintf(f, "plan: model %s (%d units), cluster %s (%d nodes, %d GPUs), policy %s", p->model,
+            job->model->nunits, cl->name, cl->nnodes, cl->ngpus, hp_policy_name(p->opts.policy));
+    if (p->opts.policy == HP_POLICY_AUTO)
+        fprintf(f, " (chose %s)",
+                p->grouping == HP_POLICY_AUTO ? "a speed-balanced grouping"
+                                              : hp_policy_name(p->grouping));
+    fprintf(f, ", placement %s, staleness %d, minibatch %d\n",
+            hp_placement_name(p->opts.placement), p->opts.staleness, p->opts.batch);
+    for (int v = 0; v < p->nvws; v++)
+        print_vw(job, v, f);
+    if (p->nshards) {
+        fprintf(f, "\nPS shards (one per node):");
+        for (int s = 0; s < p->nshards; s++) {
+            int n = 0;
+            for (int u = 0; u < p->nunits; u++)
+                n += p->unit_shard[u] == s;
+            fprintf(f, "%s %s: %d units", s ? "," : "", cl->nodes[s].name, n);
+        }
+        fprintf(f, "\nnetwork bytes per wave: %.1f MB under default placement, %.1f MB under "
+                   "local\n",
+                p->wave_bytes[0] / 1e6, p->wave_bytes[1] / 1e6);
+    } else {
+        fprintf(f, "\nallreduce per minibatch: %.2f ms\n", 1e3 * p->allreduce_s);
+    }
+    fprintf(f, "predicted: %.1f images/s for the job (%d virtual workers, %d ranks)\n", p->rate,
+            p->nvws, p->nranks);
+}
+
+void hp_job_release(struct hp_job *job)
+{
+    hp_plan_release(&job->plan);
+    if (job->cost.model)
+        hp_cost_release(&job->cost);
+    hp_model_destroy(job->model);
+    hp_cluster_release(&job->cl);
+    hp_gpudb_release(&job->db);
+    memset(job, 0, sizeof(*job));
+}

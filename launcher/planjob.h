@@ -1,0 +1,48 @@
+/* planjob.h - the one in-process planning call, used by hetpipe plan, hetpipe run --local and
+ * hetpipe launch: from the options (common/options.h) and a cluster (a file, or what Slurm
+ * allocated) to a plan with a fresh job token; the plan table that all three print.
+ */
+#ifndef HP_PLANJOB_H
+#define HP_PLANJOB_H
+
+#include "cluster.h"
+#include "cost.h"
+#include "gpudb.h"
+#include "model.h"
+#include "options.h"
+#include "plan.h"
+#include "slurm.h"
+
+#include <stdio.h>
+
+/* A planned (or loaded) job; caller-owned, released by hp_job_release (also after a failed
+ * call). */
+struct hp_job {
+    struct hp_gpudb db;
+    struct hp_cluster cl;
+    struct hp_model *model;
+    struct hp_cost cost; /* the model's costs as planned (profile applied); after hp_job_plan */
+    struct hp_plan plan;
+    char token[33];      /* 32 hex digits, random, per job */
+    char config[4096];   /* the site config's absolute path, for the ranks */
+    int profiled;        /* units with measured times (o->profile) */
+};
+
+/* Plan a job: the site config (o->config, else the default path), the cluster (from `alloc`
+ * when not NULL, else the file or name o->cluster), the model o->model, its costs (with
+ * o->profile's measurements for their GPU type), and hp_plan_compute with o's planning
+ * options; a model given as a file is recorded by its absolute path (the ranks may run
+ * elsewhere); a new random token. 0 or a negative code (logged). */
+int hp_job_plan(const struct hp_options *o, const struct hp_alloc *alloc, struct hp_job *job);
+
+/* Load the plan file at path instead (hetpipe launch --plan): the site config, the plan and
+ * its cluster, the model. 0 or a negative code (logged). */
+int hp_job_load(const struct hp_options *o, const char *path, struct hp_job *job);
+
+/* The plan as hetpipe plan prints it: every VW's stages with node, GPU, type, units, times
+ * and memory; the PS shards and bytes per wave, or dp's allreduce; the predicted rate. */
+void hp_job_print(const struct hp_job *job, FILE *f);
+
+void hp_job_release(struct hp_job *job);
+
+#endif

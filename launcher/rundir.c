@@ -1,0 +1,81 @@
+/* rundir.c - a job's private directory (rundir.h). */
+#include "rundir.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Create dir 0700, or accept an existing directory of ours (not a link) and make it 0700. */
+static int make_private(const char *cmd, const char *dir)
+{
+    struct stat st;
+
+    if (mkdir(dir, 0700) == 0)
+        return 0;
+    if (errno != EEXIST) {
+        hp_error("%s: cannot create directory '%s': %s", cmd, dir, strerror(errno));
+        return -1;
+    }
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+        hp_error("%s: '%s' exists but is not a directory of this user (a symbolic link is not "
+                 "followed); give another --run-dir",
+                 cmd, dir);
+        return -1;
+    }
+    if (chmod(dir, 0700) != 0) {
+        hp_error("%s: directory '%s': %s", cmd, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int hp_rundir_create(const char *cmd, const char *given, const char *base, const char *name,
+                     char *out, size_t n)
+{
+    if (given) {
+        if ((size_t)snprintf(out, n, "%s", given) >= n) {
+            hp_error("%s: the run directory's path is too long", cmd);
+            return -1;
+        }
+        return make_private(cmd, out);
+    }
+    if (strstr(name, "XXXXXX")) {
+        if ((size_t)snprintf(out, n, "%s/%s", base, name) >= n || !mkdtemp(out)) {
+            hp_error("%s: cannot create a run directory in %s: %s", cmd, base,
+                     errno ? strerror(errno) : "the path is too long");
+            return -1;
+        }
+        return 0;
+    }
+    for (int k = 0; k < 1000; k++) {
+        const int len = k == 0 ? snprintf(out, n, "%s/%s", base, name)
+                               : snprintf(out, n, "%s/%s.%d", base, name, k);
+        if (len < 0 || (size_t)len >= n) {
+            hp_error("%s: the run directory's path under '%s' is too long", cmd, base);
+            return -1;
+        }
+        if (mkdir(out, 0700) == 0)
+            return 0;
+        if (errno != EEXIST) {
+            hp_error("%s: cannot create run directory '%s': %s (give one with --run-dir)", cmd,
+                     out, strerror(errno));
+            return -1;
+        }
+    }
+    hp_error("%s: too many run directories %s/%s.*", cmd, base, name);
+    return -1;
+}
+
+int hp_rundir_sub(const char *cmd, const char *dir, const char *sub, char *out, size_t n)
+{
+    if ((size_t)snprintf(out, n, "%s/%s", dir, sub) >= n) {
+        hp_error("%s: the path of '%s' in '%s' is too long", cmd, sub, dir);
+        return -1;
+    }
+    return make_private(cmd, out);
+}
