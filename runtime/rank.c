@@ -24,7 +24,7 @@
 #include "pipeline.h"
 #include "plan.h"
 #include "planfile.h"
-#include "ps.h"
+#include "ps_shard.h"
 
 #include <signal.h>
 #include <stdio.h>

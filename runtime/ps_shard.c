@@ -1,0 +1,371 @@
+/* ps_shard.c - a parameter-server shard rank: the global weights of its units, every VW's
+ * clock of them, pushes added and pulls served once their thresholds are met (ps.h). */
+#include "ps_shard.h"
+
+#include "backend.h"
+#include "clock.h"
+#include "error.h"
+#include "log.h"
+#include "net.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The initial parameters of unit u, as every worker initialises them (hp_net_init_params
+ * seeds each unit by its index, so a net of one unit gives the same floats). */
+static int init_unit(const struct hp_model *m, int u, uint64_t seed, float *out)
+{
+    struct hp_backend *be = NULL;
+    struct hp_net *net = NULL;
+    const struct hp_net_config cfg = {.batch = 1, .nslots = 1, .need_input_grad = 0};
+    int rc = hp_backend_create("cpu", &be);
+
+    if (!rc)
+        rc = hp_net_create(be, m, u, u + 1, &cfg, &net);
+    if (!rc)
+        rc = hp_net_init_params(net, seed);
+    if (!rc && m->units[u].nparams)
+        rc = be->ops->download(be, out, hp_net_params(net), m->units[u].nparams * sizeof(float));
+    hp_net_destroy(net);
+    hp_backend_destroy(be);
+    return rc;
+}
+
+/* One worker stage that has units on this shard. */
+struct client {
+    int v, s, rank;
+    int u0, u1;    /* the stage's units */
+    size_t floats; /* of them on this shard */
+    struct hp_msg_buf *reply;
+    int pending;  /* a pull waits */
+    int64_t *thr; /* [nvws] its thresholds */
+    long wave;
+    double t_req;
+};
+
+struct shard {
+    const struct hp_plan *plan;
+    const struct hp_model *model;
+    struct hp_comm *comm;
+    int rank, index, nvws;
+    size_t *off;    /* [nunits]: unit's floats in W, or SIZE_MAX when not ours */
+    float *w;       /* the global weights of our units */
+    int64_t *clock; /* [nvws][nunits] */
+    struct client *clients;
+    int nclients;
+    int *client_of; /* [workers]: index into clients, -1 */
+    FILE *trace;
+    int timeout_ms;
+};
+
+static int ours(const struct shard *sh, int u)
+{
+    return sh->off[u] != SIZE_MAX;
+}
+
+/* Global clock over the client's units here, and per VW x the smallest and largest clock. */
+static int64_t view(const struct shard *sh, const struct client *c, int64_t *mm)
+{
+    const int n = sh->plan->nunits;
+    int64_t g = INT64_MAX;
+
+    for (int x = 0; x < sh->nvws; x++) {
+        int64_t lo = INT64_MAX, hi = -1;
+        for (int u = c->u0; u < c->u1; u++)
+            if (ours(sh, u)) {
+                const int64_t k = sh->clock[(size_t)x * n + u];
+                lo = k < lo ? k : lo;
+                hi = k > hi ? k : hi;
+            }
+        if (mm) {
+            mm[2 * x] = lo;
+            mm[2 * x + 1] = hi;
+        }
+        g = lo < g ? lo : g;
+    }
+    return g;
+}
+
+
+static int can_serve(const struct shard *sh, const struct client *c)
+{
+    int64_t mm[2 * 64];
+    int64_t *m = sh->nvws <= 64 ? mm : malloc((size_t)sh->nvws * 2 * sizeof(int64_t));
+    int ok = 1;
+
+    if (!m)
+        return 0;
+    view(sh, c, m);
+    for (int x = 0; x < sh->nvws; x++)
+        ok &= m[2 * x] >= c->thr[x];
+    if (m != mm)
+        free(m);
+    return ok;
+}
+
+static int serve(struct shard *sh, struct client *c)
+{
+    const size_t wbytes = c->floats * sizeof(float);
+    int rc = hp_comm_send_wait(sh->comm, c->reply, sh->timeout_ms);
+    char *p;
+
+    if (rc)
+        return rc;
+    p = hp_msg_buf_payload(c->reply);
+    for (int u = c->u0, k = 0; u < c->u1; u++)
+        if (ours(sh, u)) {
+            const size_t n = sh->model->units[u].nparams;
+            memcpy(p + (size_t)k * sizeof(float), sh->w + sh->off[u], n * sizeof(float));
+            k += (int)n;
+        }
+    int64_t *mm = (int64_t *)(void *)(p + wbytes);
+    int64_t tmp[2 * 64];
+    int64_t *m = sh->nvws <= 64 ? tmp : malloc((size_t)sh->nvws * 2 * sizeof(int64_t));
+    if (!m)
+        return -HP_ENOMEM;
+    const int64_t g = view(sh, c, m);
+    memcpy(mm, m, (size_t)sh->nvws * 2 * sizeof(int64_t));
+    const struct hp_msg_header h = {.type = HP_MSG_PULL,
+                                    .vw = c->v,
+                                    .stage = c->s,
+                                    .minibatch = c->wave,
+                                    .clock = g,
+                                    .payload_bytes =
+                                        wbytes + (size_t)sh->nvws * 2 * sizeof(int64_t)};
+    rc = hp_comm_send_start(sh->comm, c->rank, &h, c->reply);
+    if (rc)
+        hp_error("PS shard rank %d: answering the pull of vw %d stage %d failed: %s", sh->rank,
+                 c->v, c->s, hp_strerror(rc));
+    if (!rc && sh->trace) {
+        int64_t t = 0;
+        for (int x = 0; x < sh->nvws; x++)
+            t = c->thr[x] > t ? c->thr[x] : t;
+        fprintf(sh->trace,
+                "serve,%d,%d,%d,%ld,-1,%" PRId64 ",%" PRId64 ",%" PRId64 ",-1,%.6f,%.6f,", sh->rank,
+                c->v, c->s, c->wave, t, m[2 * c->v], g, c->t_req, hp_now_s());
+        hp_ps_trace_clocks(sh->trace, m, sh->nvws);
+    }
+    if (m != tmp)
+        free(m);
+    c->pending = 0;
+    return rc;
+}
+
+static int serve_waiting(struct shard *sh)
+{
+    for (int i = 0; i < sh->nclients; i++)
+        if (sh->clients[i].pending && can_serve(sh, &sh->clients[i])) {
+            int rc = serve(sh, &sh->clients[i]);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
+
+static int on_push(struct shard *sh, struct client *c, const struct hp_msg_header *h,
+                   const float *delta)
+{
+    const int n = sh->plan->nunits;
+
+    if (h->payload_bytes != c->floats * sizeof(float) || h->clock < 0) {
+        hp_error("PS shard rank %d: protocol error: a push of vw %d stage %d must carry %zu "
+                 "bytes and a wave, got %" PRIu64 " bytes, wave %" PRId64,
+                 sh->rank, c->v, c->s, c->floats * sizeof(float), h->payload_bytes, h->clock);
+        return -HP_EPROTOCOL;
+    }
+    for (int u = c->u0; u < c->u1; u++)
+        if (ours(sh, u) && sh->clock[(size_t)c->v * n + u] != h->clock) {
+            hp_error("PS shard rank %d: protocol error: vw %d stage %d pushed wave %" PRId64
+                     " of unit %d, whose next wave is %" PRId64,
+                     sh->rank, c->v, c->s, h->clock, u, sh->clock[(size_t)c->v * n + u]);
+            return -HP_EPROTOCOL;
+        }
+    for (int u = c->u0, k = 0; u < c->u1; u++)
+        if (ours(sh, u)) {
+            float *w = sh->w + sh->off[u];
+            const size_t m = sh->model->units[u].nparams;
+            for (size_t i = 0; i < m; i++)
+                w[i] += delta[k + i];
+            k += (int)m;
+            sh->clock[(size_t)c->v * n + u] = h->clock + 1;
+        }
+    if (sh->trace) {
+        int64_t tmp[2 * 64], *m = sh->nvws <= 64 ? tmp : malloc((size_t)sh->nvws * 2 * 8);
+        if (m) {
+            const int64_t g = view(sh, c, m);
+            const double t = hp_now_s();
+            fprintf(sh->trace,
+                    "push,%d,%d,%d,%" PRId64 ",-1,-1,%" PRId64 ",%" PRId64 ",-1,%.6f,%.6f,",
+                    sh->rank, c->v, c->s, h->clock, h->clock + 1, g, t, t);
+            hp_ps_trace_clocks(sh->trace, m, sh->nvws);
+            if (m != tmp)
+                free(m);
+        }
+    }
+    return serve_waiting(sh);
+}
+
+static int on_pull(struct shard *sh, struct client *c, const struct hp_msg_header *h,
+                   const int64_t *thr)
+{
+    if (c->pending || h->payload_bytes != (size_t)sh->nvws * sizeof(int64_t)) {
+        hp_error("PS shard rank %d: protocol error: vw %d stage %d asked to pull %s", sh->rank,
+                 c->v, c->s,
+                 c->pending ? "while its previous pull waits" : "with a malformed request");
+        return -HP_EPROTOCOL;
+    }
+    for (int x = 0; x < sh->nvws; x++) {
+        if (thr[x] < 0) {
+            hp_error("PS shard rank %d: protocol error: vw %d stage %d asked for wave %" PRId64
+                     " of vw %d",
+                     sh->rank, c->v, c->s, thr[x], x);
+            return -HP_EPROTOCOL;
+        }
+        c->thr[x] = thr[x];
+    }
+    c->pending = 1;
+    c->wave = (long)h->minibatch;
+    c->t_req = hp_now_s();
+    return can_serve(sh, c) ? serve(sh, c) : 0;
+}
+
+static int shard_setup(struct shard *sh)
+{
+    const struct hp_plan *p = sh->plan;
+    const struct hp_model *m = sh->model;
+    const int workers = hp_plan_first_shard(p);
+    size_t total = 0, cap = 0;
+    int rc = 0;
+
+    sh->nvws = p->nvws;
+    sh->off = malloc((size_t)p->nunits * sizeof(size_t));
+    sh->clock = calloc((size_t)p->nvws * p->nunits, sizeof(int64_t));
+    sh->client_of = malloc((size_t)(workers ? workers : 1) * sizeof(int));
+    sh->clients = calloc((size_t)(workers ? workers : 1), sizeof(struct client));
+    if (!sh->off || !sh->clock || !sh->client_of || !sh->clients)
+        return -HP_ENOMEM;
+    for (int u = 0; u < p->nunits; u++) {
+        /* units without parameters have nothing to synchronise */
+        sh->off[u] = p->unit_shard[u] == sh->index && m->units[u].nparams ? total : SIZE_MAX;
+        if (ours(sh, u))
+            total += m->units[u].nparams;
+    }
+    sh->w = malloc((total ? total : 1) * sizeof(float));
+    if (!sh->w)
+        return -HP_ENOMEM;
+    for (int u = 0; u < p->nunits && !rc; u++)
+        if (ours(sh, u))
+            rc = init_unit(m, u, p->opts.seed, sh->w + sh->off[u]);
+    for (int i = 0; i < workers; i++)
+        sh->client_of[i] = -1;
+    for (int v = 0; v < p->nvws && !rc; v++)
+        for (int s = 0; s < p->vws[v].nstages && !rc; s++) {
+            const struct hp_stage_plan *st = &p->vws[v].stages[s];
+            size_t n = 0;
+            for (int u = st->u0; u < st->u1; u++)
+                if (ours(sh, u))
+                    n += m->units[u].nparams;
+            if (!n)
+                continue;
+            struct client *c = &sh->clients[sh->nclients];
+            *c = (struct client){.v = v,
+                                 .s = s,
+                                 .rank = hp_plan_stage_rank(p, v, s),
+                                 .u0 = st->u0,
+                                 .u1 = st->u1,
+                                 .floats = n};
+            c->thr = calloc((size_t)p->nvws, sizeof(int64_t));
+            if (!c->thr)
+                return -HP_ENOMEM;
+            rc = hp_msg_buf_create(n * sizeof(float) + (size_t)p->nvws * 2 * sizeof(int64_t),
+                                   &c->reply);
+            sh->client_of[c->rank] = sh->nclients++;
+            cap = n > cap ? n : cap;
+        }
+    return rc;
+}
+
+int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_model *model,
+              int rank, struct hp_comm *comm, const struct hp_options *o)
+{
+    struct shard sh = {.plan = plan,
+                       .model = model,
+                       .comm = comm,
+                       .rank = rank,
+                       .index = rank - hp_plan_first_shard(plan),
+                       .timeout_ms = (int)(o->timeout * 1000.0)};
+    const int workers = hp_plan_first_shard(plan);
+    size_t cap = (size_t)plan->nvws * sizeof(int64_t);
+    void *in = NULL;
+    int rc;
+
+    (void)cl;
+    rc = shard_setup(&sh);
+    for (int i = 0; i < sh.nclients; i++)
+        if (sh.clients[i].floats * sizeof(float) > cap)
+            cap = sh.clients[i].floats * sizeof(float);
+    if (!rc && !(in = malloc(cap)))
+        rc = -HP_ENOMEM;
+    if (!rc && o->trace && !(sh.trace = hp_ps_trace_open(o->trace, rank)))
+        rc = -HP_EIO;
+    for (int left = workers; left > 0 && !rc;) {
+        struct hp_msg_header h;
+        rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap, -1);
+        if (rc) {
+            hp_error("PS shard rank %d: waiting for %d worker rank%s: %s", rank, left,
+                     left == 1 ? "" : "s", hp_strerror(rc));
+            break;
+        }
+        const int ci = h.src < workers ? sh.client_of[h.src] : -1;
+        struct client *c = ci >= 0 ? &sh.clients[ci] : NULL;
+        if (h.type == HP_MSG_CONTROL) {
+            if (c && c->pending) {
+                hp_error("PS shard rank %d: protocol error: rank %d left with a pull waiting", rank,
+                         h.src);
+                rc = -HP_EPROTOCOL;
+            }
+            hp_comm_retire(comm, h.src);
+            left--;
+        } else if (c && (h.vw != c->v || h.stage != c->s)) {
+            hp_error("PS shard rank %d: protocol error: rank %d is vw %d stage %d, not vw %d "
+                     "stage %d",
+                     rank, h.src, c->v, c->s, h.vw, h.stage);
+            rc = -HP_EPROTOCOL;
+        } else if (c && h.type == HP_MSG_PUSH) {
+            rc = on_push(&sh, c, &h, in);
+        } else if (c && h.type == HP_MSG_PULL) {
+            rc = on_pull(&sh, c, &h, in);
+        } else {
+            hp_error("PS shard rank %d: protocol error: unexpected message of type %u from "
+                     "rank %d",
+                     rank, (unsigned)h.type, h.src);
+            rc = -HP_EPROTOCOL;
+        }
+    }
+    if (!rc && o->save_params) {
+        char path[4096];
+        size_t total = 0;
+        for (int u = 0; u < plan->nunits; u++)
+            total += ours(&sh, u) ? model->units[u].nparams : 0;
+        snprintf(path, sizeof(path), "%s.%d", o->save_params, rank);
+        rc = hp_save_floats(path, sh.w, total);
+    }
+    for (int i = 0; i < sh.nclients; i++) {
+        hp_msg_buf_destroy(comm, sh.clients[i].reply);
+        free(sh.clients[i].thr);
+    }
+    if (sh.trace && fclose(sh.trace) != 0 && !rc) {
+        hp_error("PS shard rank %d: cannot write the trace: %s", rank, strerror(errno));
+        rc = -HP_EIO;
+    }
+    free(in);
+    free(sh.off);
+    free(sh.w);
+    free(sh.clock);
+    free(sh.clients);
+    free(sh.client_of);
+    return rc;
+}
+

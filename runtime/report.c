@@ -1,0 +1,143 @@
+/* report.c - what a stage tells: the progress and summary lines and the metrics of stage 0 of
+ * VW 0, the step and weight logs, the stats file. */
+#include "stage.h"
+
+#include "clock.h"
+#include "error.h"
+#include "log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+static FILE *open_out(const char *path, const char *what)
+{
+    FILE *f = fopen(path, "w");
+
+    if (!f)
+        hp_error("cannot write %s file '%s': %s", what, path, strerror(errno));
+    return f;
+}
+
+int hp_stage_open_files(struct stage *g)
+{
+    const struct hp_options *o = g->o;
+    const int reporter = g->v == 0 && g->s == 0;
+
+    if (o->weight_log) {
+        /* every rank writes its own: PATH.<rank> */
+        char path[4096];
+        snprintf(path, sizeof(path), "%s.%d", o->weight_log, g->rank);
+        if (!(g->logs.weight_log = open_out(path, "weight log")))
+            return -HP_EIO;
+        fprintf(g->logs.weight_log,
+                "vw,stage,minibatch,fwd_version,bwd_version,version_at_bwd,fwd_hash,bwd_hash\n");
+    }
+    if (reporter && o->step_log) {
+        if (!(g->logs.step_log = open_out(o->step_log, "step log")))
+            return -HP_EIO;
+        fprintf(g->logs.step_log, "step,loss\n");
+    }
+    if (reporter && o->metrics) {
+        if (!(g->logs.metrics = open_out(o->metrics, "metrics")))
+            return -HP_EIO;
+        fprintf(g->logs.metrics, "split,epoch,step,seconds,loss,accuracy,images_per_s\n");
+    }
+    return 0;
+}
+
+/* This stage's real compute per minibatch over its VW's planned time per minibatch at the
+ * emulation scale (1 when off): below 1 the emulated pace, not this CPU, sets the VW's rate;
+ * at scale 1 it is the smallest scale at which that holds. */
+static double cpu_share(const struct stage *g, const struct hp_worker_result *r)
+{
+    const double S = g->o->emulate > 0.0 ? g->o->emulate : 1.0;
+    const double period = S * g->batch / hp_stage_planned_rate(g);
+
+    return r->minibatches > 0 && period > 0.0 ? r->compute_s / r->minibatches / period : 0.0;
+}
+
+int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r)
+{
+    char path[4096], tmp[4200];
+    FILE *f;
+
+    if (!g->o->stats)
+        return 0;
+    snprintf(path, sizeof(path), "%s.%d", g->o->stats, g->rank);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    if (!(f = open_out(tmp, "stats")))
+        return -HP_EIO;
+    fprintf(f,
+            "rank = %d\nvw = %d\nstage = %d\nstages = %d\ntype = %s\nunits = %d-%d\nin_flight = "
+            "%d\nemulate = %.9g\nminibatches = %ld\ntrain_s = %.6f\ncompute_s = %.6f\npad_s = "
+            "%.6f\ncomm_s = %.6f\nother_s = %.6f\nimages_per_s = %.3f\npredicted_images_per_s = "
+            "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\ntest_acc = %.6f\ncpu_share = %.6f\n",
+            g->rank, g->v, g->s, g->k, g->type_name,
+            g->st->u0, g->st->u1 - 1, g->sched.w, g->o->emulate, r->minibatches, r->train_s, r->compute_s,
+            r->pad_s, r->comm_s, r->other_s, r->images_per_s, hp_stage_planned_rate(g), r->mem_peak,
+            r->mem_predicted, r->test_acc, cpu_share(g, r));
+    if (g->wsp.ps) {
+        struct hp_ps_stats ps;
+        hp_ps_client_stats(g->wsp.ps, &ps);
+        /* per wave: a push every wave, a pull every wave from the third on */
+        fprintf(f,
+                "waves_pushed = %ld\npulls = %ld\npull_wait_s = %.6f\nremote_push_bytes = %" PRIu64
+                "\nremote_pull_bytes = %" PRIu64 "\nremote_bytes_per_wave = %.1f\n",
+                ps.pushes, ps.pulls, ps.pull_wait_s, ps.remote_push_bytes, ps.remote_pull_bytes,
+                (ps.pushes ? (double)ps.remote_push_bytes / ps.pushes : 0.0) +
+                    (ps.pulls ? (double)ps.remote_pull_bytes / ps.pulls : 0.0));
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        hp_error("cannot write stats file '%s': %s", path, strerror(errno));
+        return -HP_EIO;
+    }
+    return 0;
+}
+
+/* The first line of stage 0 of VW 0: what this job trains, and how. */
+void hp_stage_print_start(const struct stage *g)
+{
+    const struct hp_options *o = g->o;
+
+    if (!g->run.reporter)
+        return;
+    if (g->dp)
+        printf("hetpipe: model %s, dp over %d replicas (ring allreduce every minibatch), batch %d "
+               "per replica, %ld epochs of %ld steps, lr %g, seed %llu%s\n",
+               g->model->name, g->nvws, g->batch, o->epochs, g->run.my_mb, o->lr,
+               (unsigned long long)g->plan->opts.seed, o->emulate > 0 ? ", emulated GPU types" : "");
+    else
+        printf("hetpipe: model %s, %d virtual worker%s, this one of %d stage%s, Nm %d, batch %d, "
+               "%ld epochs of %ld minibatches, lr %g%s, seed %llu%s%s\n",
+               g->model->name, g->nvws, g->nvws == 1 ? "" : "s", g->k, g->k == 1 ? "" : "s",
+               g->wsp.nm, g->batch, o->epochs, g->run.my_mb, o->lr,
+               g->nvws > 1 ? " (/ VWs in each)" : "", (unsigned long long)g->plan->opts.seed,
+               g->nvws > 1 ? (g->plan->nshards ? ", WSP" : "") : "",
+               o->emulate > 0 ? ", emulated GPU types" : "");
+    fflush(stdout);
+}
+
+/* The summary of stage 0 of VW 0: where --stop-at stopped, images/s against the plan's
+ * prediction, the parameter hash. */
+void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *res, double t_train)
+{
+    const struct hp_options *o = g->o;
+    const double pred = hp_stage_planned_rate(g) / (o->emulate > 0 ? o->emulate : 1.0);
+
+    if (!g->run.reporter)
+        return;
+    if (g->run.stop)
+        printf("hetpipe: stopped: test accuracy %.2f%% >= %g%% (--stop-at) after %ld samples\n",
+               100.0 * res->test_acc, o->stop_at, res->minibatches * g->batch * g->nvws);
+    printf("hetpipe: trained %ld minibatches in %.1f s: %.0f img/s on this %s", res->minibatches,
+           t_train, res->images_per_s, g->dp ? "replica" : "virtual worker");
+    if (o->emulate > 0)
+        printf(" (predicted %.0f for the emulated GPUs at scale %g: ratio %.2f)", pred,
+               o->emulate, res->images_per_s / pred);
+    if (g->nvws > 1) /* every VW's (replica's) minibatches over this one's time */
+        printf("; the job %.0f img/s",
+               t_train > 0 ? (double)res->minibatches * g->nvws * g->batch / t_train : 0.0);
+    printf("\nhetpipe: parameters hash %016" PRIx64 "\n", res->param_hash);
+    fflush(stdout);
+}
