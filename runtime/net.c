@@ -168,37 +168,17 @@ static int make_descs(struct hp_net *net, size_t *ws_max)
     return 0;
 }
 
-int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
-                  const struct hp_net_config *cfg, struct hp_net **out)
+/* Plan the arena, in floats: activation slots, per-op extras (dropout masks, batch norm
+ * statistics), and the sizes of every part (parameters, gradients and momentum parallel). */
+static void plan_arena(struct hp_net *net, size_t ws_bytes)
 {
-    struct hp_net *net;
-    size_t ws_bytes, off = 0, max_tensor = 0, pstart;
-    int rc;
+    const struct hp_net_config *cfg = &net->cfg;
+    struct hp_net_memory *mem = &net->mem;
+    size_t max_tensor = 0, grad_floats = 0;
 
-    if (u0 < 0 || u1 > model->nunits || u0 >= u1 || cfg->batch <= 0 || cfg->nslots <= 0) {
-        hp_error("net: invalid unit range [%d, %d) of %d units, batch %d or slots %d", u0, u1,
-                 model->nunits, cfg->batch, cfg->nslots);
-        return -HP_EINVAL;
-    }
-    net = calloc(1, sizeof(*net));
-    if (!net)
-        return -HP_ENOMEM;
-    net->be = be;
-    net->model = model;
-    net->u0 = u0;
-    net->u1 = u1;
-    net->cfg = *cfg;
-    rc = build_graph(net);
-    if (rc)
-        goto err;
-    rc = make_descs(net, &ws_bytes);
-    if (rc)
-        goto err;
-
-    /* Plan the arena, in floats. Parameters, gradients and momentum are parallel. */
-    for (int u = u0; u < u1; u++) {
-        net->nparams += model->units[u].nparams;
-        net->nstate += model->units[u].nstate;
+    for (int u = net->u0; u < net->u1; u++) {
+        net->nparams += net->model->units[u].nparams;
+        net->nstate += net->model->units[u].nstate;
     }
     for (int i = 0; i < net->ntensors; i++) {
         net->tensors[i].act_off = net->slot_floats;
@@ -214,11 +194,8 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
         else if (o->op->type == HP_OP_BN)
             net->extra_floats += align_floats(2 * (size_t)o->op->in_shape.c);
     }
-
-    struct hp_net_memory *mem = &net->mem;
     const size_t np = align_floats(net->nparams ? net->nparams : 1);
     const size_t ns = align_floats(net->nstate ? net->nstate : 1);
-    size_t grad_floats = 0;
     for (int i = cfg->need_input_grad ? 0 : 1; i < net->ntensors; i++)
         grad_floats += align_floats(net->tensors[i].size);
     mem->params = mem->grads = mem->momentum = np * sizeof(float);
@@ -231,14 +208,16 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
                  align_floats((size_t)cfg->batch) * sizeof(int32_t);
     mem->total = mem->params + mem->grads + mem->momentum + mem->state + mem->activations +
                  mem->act_grads + mem->workspace + mem->scratch + mem->other;
+}
 
-    rc = be->ops->alloc(be, mem->total, &net->arena);
-    if (rc) {
-        hp_error("net: cannot allocate %.1f MiB on %s for units [%d, %d) at batch %d",
-                 (double)mem->total / 1048576.0, be->name, u0, u1, cfg->batch);
-        goto err;
-    }
+/* Carve the allocated arena into its parts, in plan_arena's order. */
+static void carve_arena(struct hp_net *net)
+{
+    const struct hp_net_config *cfg = &net->cfg;
+    const size_t np = net->mem.params / sizeof(float), ns = net->mem.state / sizeof(float);
     float *a = net->arena;
+    size_t off = 0;
+
     net->params = a + off;
     off += np;
     net->grads = a + off;
@@ -254,27 +233,25 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
         off += align_floats(net->tensors[i].size);
     }
     net->workspace = a + off;
-    off += mem->workspace / sizeof(float);
+    off += net->mem.workspace / sizeof(float);
     net->scratch = a + off;
-    off += mem->scratch / sizeof(float);
+    off += net->mem.scratch / sizeof(float);
     net->extra = a + off;
     off += (size_t)cfg->nslots * net->extra_floats;
     net->labels = (int32_t *)(a + off);
-    net->labels_host = calloc((size_t)cfg->batch, sizeof(int32_t));
-    if (!net->labels_host) {
-        rc = -HP_ENOMEM;
-        goto err;
-    }
+}
 
-    /* Point each op at its parameters: units in order, ops in order (layers.h). */
-    pstart = 0;
-    size_t sstart = 0;
+/* Point each op at its parameters and state: units in order, ops in order (layers.h). */
+static void point_params(struct hp_net *net)
+{
+    size_t pstart = 0, sstart = 0;
+
     for (int i = 0; i < net->nops; i++) {
         struct net_op *o = &net->ops[i];
         const struct hp_op *op = o->op;
         if (i > 0 && o->unit != net->ops[i - 1].unit) {
-            pstart += model->units[net->ops[i - 1].unit].nparams;
-            sstart += model->units[net->ops[i - 1].unit].nstate;
+            pstart += net->model->units[net->ops[i - 1].unit].nparams;
+            sstart += net->model->units[net->ops[i - 1].unit].nstate;
         }
         size_t p = pstart + op->param_off, nw = 0;
         if (op->type == HP_OP_CONV)
@@ -294,6 +271,47 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
             o->rv = o->rm + op->in_shape.c;
         }
     }
+}
+
+int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
+                  const struct hp_net_config *cfg, struct hp_net **out)
+{
+    struct hp_net *net;
+    size_t ws_bytes = 0;
+    int rc;
+
+    if (u0 < 0 || u1 > model->nunits || u0 >= u1 || cfg->batch <= 0 || cfg->nslots <= 0) {
+        hp_error("net: invalid unit range [%d, %d) of %d units, batch %d or slots %d", u0, u1,
+                 model->nunits, cfg->batch, cfg->nslots);
+        return -HP_EINVAL;
+    }
+    net = calloc(1, sizeof(*net));
+    if (!net)
+        return -HP_ENOMEM;
+    net->be = be;
+    net->model = model;
+    net->u0 = u0;
+    net->u1 = u1;
+    net->cfg = *cfg;
+    rc = build_graph(net);
+    if (!rc)
+        rc = make_descs(net, &ws_bytes);
+    if (rc)
+        goto err;
+    plan_arena(net, ws_bytes);
+    rc = be->ops->alloc(be, net->mem.total, &net->arena);
+    if (rc) {
+        hp_error("net: cannot allocate %.1f MiB on %s for units [%d, %d) at batch %d",
+                 (double)net->mem.total / 1048576.0, be->name, u0, u1, cfg->batch);
+        goto err;
+    }
+    carve_arena(net);
+    net->labels_host = calloc((size_t)cfg->batch, sizeof(int32_t));
+    if (!net->labels_host) {
+        rc = -HP_ENOMEM;
+        goto err;
+    }
+    point_params(net);
     *out = net;
     return 0;
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env bats
+# The architecture's rules (tests/layering.py, ARCHITECTURE.md): layers point one way, the rank
+# program links no planner or libslurm, the plugin only the C library, no shell from C, no
+# function over 120 lines. Each rule must pass on this tree and fail on a tree or program that
+# breaks it.
+
+setup() {
+    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    BUILD=$(dirname "${HETPIPE:-$ROOT/build/hetpipe}")
+    TMP=$(mktemp -d)
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+# a copy of the sources to break
+copy_tree() {
+    mkdir -p "$TMP/src"
+    cp -r "$ROOT/common" "$ROOT/runtime" "$ROOT/launcher" "$ROOT/spank" "$TMP/src/"
+}
+
+check_src() {
+    run python3 "$ROOT/tests/layering.py" --root "$TMP/src" --build "$TMP/none"
+    echo "$output"
+}
+
+@test "this tree and its programs keep the rules" {
+    [ -x "$BUILD/hetpipe-rank" ] || skip "not built"
+    run python3 "$ROOT/tests/layering.py" --root "$ROOT" --build "$BUILD"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"ok   hetpipe-rank links no planner and no libslurm"* ]]
+    [[ "$output" != *"skip"* || ! -e "/usr/include/slurm/spank.h" ]]
+}
+
+@test "a runtime file that includes a launcher header is refused" {
+    copy_tree
+    check_src
+    [ "$status" -eq 0 ]
+    sed -i '0,/#include "stage.h"/s//#include "stage.h"\n#include "planner.h"/' "$TMP/src/runtime/pipeline.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *'runtime/pipeline.c: includes the launcher header "planner.h"'* ]]
+}
+
+@test "the shared layer includes nothing beyond libc and iniparser; the plugin's modules not even that" {
+    copy_tree
+    sed -i '0,/#include <stdio.h>/s//#include <stdio.h>\n#include <ucp\/api\/ucp.h>/' "$TMP/src/common/plan.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"common/plan.c: includes <ucp/api/ucp.h>"* ]]
+    copy_tree
+    sed -i '0,/#include "parse.h"/s//#include "parse.h"\n#include "ini.h"/' "$TMP/src/common/binding.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *'common/binding.c: a libc-only module includes "ini.h"'* ]]
+    copy_tree
+    sed -i '0,/#include "error.h"/s//#include "error.h"\n#include "net.h"/' "$TMP/src/common/plan.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *'common/plan.c: includes "net.h", not a common/ header'* ]]
+}
+
+@test "a shell call and a long function are refused" {
+    copy_tree
+    printf 'static int f(void)\n{\n    return system("true");\n}\n' >> "$TMP/src/launcher/proc.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"launcher/proc.c:"*'system("true")'* ]]
+    copy_tree
+    { printf 'static int long_one(void)\n{\n    int x = 0;\n'
+      for i in $(seq 1 120); do printf '    x += %d;\n' "$i"; done
+      printf '    return x;\n}\n'; } >> "$TMP/src/runtime/emulate.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"runtime/emulate.c:"*": long_one has 125 lines"* ]]
+}
+
+@test "a rank program with the planner or libslurm, a plugin with more than libc, are refused" {
+    [ -x "$BUILD/hetpipe" ] || skip "not built"
+    ldd "$BUILD/hetpipe" | grep -q libslurm || skip "built without libslurm"
+    run python3 "$ROOT/tests/layering.py" --root "$ROOT" --rank-bin "$BUILD/hetpipe" \
+        --plugin "$BUILD/hetpipe"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"needs libslurm"* ]]
+    [[ "$output" == *"holds the launcher's hp_plan_compute"* ]]
+    [[ "$output" == *"hetpipe needs libiniparser.so.1 (only the C library may be linked)"* ]]
+}
