@@ -57,8 +57,7 @@ int hp_binding_role_parse(const char *role, int *vw, int *stage)
     return 0;
 }
 
-int hp_binding_write(const char *path, const struct hp_binding *b, int n, char *err,
-                     size_t errlen)
+int hp_binding_write(const char *path, const struct hp_binding *b, int n, char *err, size_t errlen)
 {
     char tmp[4200];
     FILE *f;
@@ -134,8 +133,8 @@ static int parse_line(char *line, int lineno, struct hp_binding *e, char *err, s
         return -1;
     }
     if (strcmp(tok[2], "-") != 0 && hp_parse_long(tok[2], 0, 4095, &d)) {
-        snprintf(err, errlen, "line %d: device '%.20s' is neither '-' nor an index 0..4095",
-                 lineno, tok[2]);
+        snprintf(err, errlen, "line %d: device '%.20s' is neither '-' nor an index 0..4095", lineno,
+                 tok[2]);
         return -1;
     }
     if (strlen(tok[3]) >= HP_BINDING_ROLE_MAX || hp_binding_role_parse(tok[3], &v, &s)) {
@@ -210,7 +209,8 @@ static int by_task(struct hp_binding *b, int n, struct hp_binding **out, char *e
     for (int i = 0; i < n; i++) {
         if (b[i].task >= n || t[b[i].task].task >= 0) {
             if (b[i].task >= n)
-                snprintf(err, errlen, "line %d: task %d is out of range (the file lists %d task%s: "
+                snprintf(err, errlen,
+                         "line %d: task %d is out of range (the file lists %d task%s: "
                          "tasks 0 to %d, each once)",
                          b[i].line, b[i].task, n, n == 1 ? "" : "s", n - 1);
             else

@@ -10,9 +10,9 @@
 #define OPT_VAL_BASE 256
 
 static const char *const cmd_names[HP_CMD_COUNT] = {
-    [HP_CMD_TRAIN] = "train",     [HP_CMD_MODEL] = "model",   [HP_CMD_TIME] = "time",
-    [HP_CMD_PLAN] = "plan",       [HP_CMD_PROFILE] = "profile", [HP_CMD_RUN] = "run",
-    [HP_CMD_LAUNCH] = "launch",   [HP_CMD_RANK] = "hetpipe-rank", [HP_CMD_DOCTOR] = "doctor",
+    [HP_CMD_TRAIN] = "train",   [HP_CMD_MODEL] = "model",       [HP_CMD_TIME] = "time",
+    [HP_CMD_PLAN] = "plan",     [HP_CMD_PROFILE] = "profile",   [HP_CMD_RUN] = "run",
+    [HP_CMD_LAUNCH] = "launch", [HP_CMD_RANK] = "hetpipe-rank", [HP_CMD_DOCTOR] = "doctor",
 };
 
 const char *hp_cli_name(enum hp_cmd cmd)
@@ -96,10 +96,9 @@ static struct option *option_list(enum hp_cmd cmd)
         return NULL;
     for (int o = 0; o < HP_OPT_COUNT; o++)
         if (takes((enum hp_opt)o, cmd))
-            l[n++] = (struct option){hp_opts[o].flag,
-                                     hp_opts[o].type == HP_OT_FLAG ? no_argument
-                                                                    : required_argument,
-                                     NULL, OPT_VAL_BASE + o};
+            l[n++] = (struct option){
+                hp_opts[o].flag, hp_opts[o].type == HP_OT_FLAG ? no_argument : required_argument,
+                NULL, OPT_VAL_BASE + o};
     l[n] = (struct option){"help", no_argument, NULL, 'h'};
     return l;
 }
@@ -121,8 +120,8 @@ static void refused(enum hp_cmd cmd, int c, int argc, char **argv)
         hp_error("%s: unknown option '%s' (see %s --help)", cmd_names[cmd], arg, name);
 }
 
-int hp_cli_parse(enum hp_cmd cmd, const char *synopsis, int argc, char **argv,
-                 struct hp_options *o, int *rest)
+int hp_cli_parse(enum hp_cmd cmd, const char *synopsis, int argc, char **argv, struct hp_options *o,
+                 int *rest)
 {
     struct option *l = option_list(cmd);
     char err[2048], what[64];
@@ -172,8 +171,8 @@ int hp_cli_from_env(struct hp_options *o, enum hp_cmd cmd)
     return 0;
 }
 
-int hp_cli_rank_args(const struct hp_options *o, enum hp_cmd cmd, const char **av, int *ac,
-                     int max, char *store, size_t n)
+int hp_cli_rank_args(const struct hp_options *o, enum hp_cmd cmd, const char **av, int *ac, int max,
+                     char *store, size_t n)
 {
     size_t used = 0;
 

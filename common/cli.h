@@ -20,8 +20,8 @@ const char *hp_cli_name(enum hp_cmd cmd);
  * options) to stdout. Returns 0 with *rest the index of the first argument that is not an
  * option, 1 after --help, or -1 after a logged error naming the option and what it allows
  * (exit status 2). */
-int hp_cli_parse(enum hp_cmd cmd, const char *synopsis, int argc, char **argv,
-                 struct hp_options *o, int *rest);
+int hp_cli_parse(enum hp_cmd cmd, const char *synopsis, int argc, char **argv, struct hp_options *o,
+                 int *rest);
 
 /* The usage text: synopsis (its own lines), then one entry per option of cmd with its value,
  * help, allowed values and cmd's default, all from the table. */
@@ -34,9 +34,10 @@ int hp_cli_from_env(struct hp_options *o, enum hp_cmd cmd);
 
 /* Append "--flag value" (a flag alone) for every option of cmd that run and launch hand on to
  * the ranks (HP_OPTF_PASS) and that the user gave or whose default for cmd is not the rank's,
- * formatted from o (so the rank reads the same values). The strings go into store (size n, caller-owned, outliving av); av gets at most max
- * entries in all and a NULL after the last. 0, or -1 logged when they do not fit. */
-int hp_cli_rank_args(const struct hp_options *o, enum hp_cmd cmd, const char **av, int *ac,
-                     int max, char *store, size_t n);
+ * formatted from o (so the rank reads the same values). The strings go into store (size n,
+ * caller-owned, outliving av); av gets at most max entries in all and a NULL after the last. 0, or
+ * -1 logged when they do not fit. */
+int hp_cli_rank_args(const struct hp_options *o, enum hp_cmd cmd, const char **av, int *ac, int max,
+                     char *store, size_t n);
 
 #endif

@@ -266,6 +266,26 @@ out:
     return rc;
 }
 
+/* The arrays of a cluster built in memory, its name, the database's link speeds. */
+static int cluster_alloc(struct hp_cluster *c, const struct hp_gpudb *db, const char *name,
+                         int nnodes, int ngpus)
+{
+    c->nodes = calloc((size_t)nnodes, sizeof(*c->nodes));
+    c->gpus = calloc((size_t)(ngpus ? ngpus : 1), sizeof(*c->gpus));
+    if (!c->nodes || !c->gpus) {
+        hp_cluster_release(c);
+        return -HP_ENOMEM;
+    }
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    c->nnodes = nnodes;
+    c->ngpus = ngpus;
+    c->intra_node_gbs = db->intra_node_gbs;
+    c->inter_node_gbs = db->inter_node_gbs;
+    c->intra_latency_us = db->intra_latency_us;
+    c->inter_latency_us = db->inter_latency_us;
+    return 0;
+}
+
 int hp_cluster_make(const struct hp_gpudb *db, int nnodes, const int *counts, const int *types,
                     struct hp_cluster *c)
 {
@@ -290,19 +310,8 @@ int hp_cluster_make(const struct hp_gpudb *db, int nnodes, const int *counts, co
         }
         ngpus += counts[i];
     }
-    c->nodes = calloc((size_t)nnodes, sizeof(*c->nodes));
-    c->gpus = calloc((size_t)ngpus, sizeof(*c->gpus));
-    if (!c->nodes || !c->gpus) {
-        hp_cluster_release(c);
+    if (cluster_alloc(c, db, "synthetic", nnodes, ngpus))
         return -HP_ENOMEM;
-    }
-    snprintf(c->name, sizeof(c->name), "synthetic");
-    c->nnodes = nnodes;
-    c->ngpus = ngpus;
-    c->intra_node_gbs = db->intra_node_gbs;
-    c->inter_node_gbs = db->inter_node_gbs;
-    c->intra_latency_us = db->intra_latency_us;
-    c->inter_latency_us = db->inter_latency_us;
     for (int i = 0, g = 0; i < nnodes; i++) {
         snprintf(c->nodes[i].name, sizeof(c->nodes[i].name), "node%d", i + 1);
         c->nodes[i].first_gpu = g;
@@ -339,19 +348,8 @@ int hp_cluster_build(const struct hp_gpudb *db, const char *name, const char *or
             }
         ngpus += nodes[i].ngpus;
     }
-    c->nodes = calloc((size_t)nnodes, sizeof(*c->nodes));
-    c->gpus = calloc((size_t)(ngpus ? ngpus : 1), sizeof(*c->gpus));
-    if (!c->nodes || !c->gpus) {
-        hp_cluster_release(c);
+    if (cluster_alloc(c, db, name, nnodes, ngpus))
         return -HP_ENOMEM;
-    }
-    snprintf(c->name, sizeof(c->name), "%s", name);
-    c->nnodes = nnodes;
-    c->ngpus = ngpus;
-    c->intra_node_gbs = db->intra_node_gbs;
-    c->inter_node_gbs = db->inter_node_gbs;
-    c->intra_latency_us = db->intra_latency_us;
-    c->inter_latency_us = db->inter_latency_us;
     for (int i = 0, g = 0; i < nnodes; i++) {
         snprintf(c->nodes[i].name, sizeof(c->nodes[i].name), "%s", nodes[i].name);
         c->nodes[i].first_gpu = g;

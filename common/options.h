@@ -103,8 +103,8 @@ enum hp_opt_type {
     HP_OT_REAL,  /* a number in [min, max], or one of the row's special words */
     HP_OT_WORD,  /* one of the row's words; the value is its index */
     HP_OT_TEXT,  /* a non-empty string (a path, a name) */
-    HP_OT_MODEL,  /* a model: NAME (letters, digits, '_', '.', '-') or a PATH (has a '/' or
-                     ends in .ini) */
+    HP_OT_MODEL, /* a model: NAME (letters, digits, '_', '.', '-') or a PATH (has a '/' or
+                    ends in .ini) */
     HP_OT_FLAG   /* no value; 1 when given */
 };
 
@@ -122,21 +122,21 @@ struct hp_opt_special {
 #define HP_OPTF_PASS 1u
 
 struct hp_opt_info {
-    const char *flag;     /* "staleness": --staleness on the command line */
-    const char *env;      /* job options: "HETPIPE_STALENESS" (and --hetpipe-staleness); else NULL */
+    const char *flag; /* "staleness": --staleness on the command line */
+    const char *env;  /* job options: "HETPIPE_STALENESS" (and --hetpipe-staleness); else NULL */
     const char *plan_key; /* its key in the plan file's [plan] section, or NULL */
     enum hp_opt_type type;
     const char *arg; /* the value's name in usage texts ("D", "auto|N", "FILE"); NULL: flag */
-    const char *const *words;                 /* WORD: the values, NULL-terminated */
-    const struct hp_opt_special *special;     /* INT, REAL: words for numbers, {NULL} ended */
-    double min, max;                          /* INT, REAL: the hard limits */
-    double site_max;     /* job INT options: the plugin's limit unless plugstack.conf says */
-    const char *def;     /* the default, as it would be written; NULL: none (0, NULL) */
+    const char *const *words;             /* WORD: the values, NULL-terminated */
+    const struct hp_opt_special *special; /* INT, REAL: words for numbers, {NULL} ended */
+    double min, max;                      /* INT, REAL: the hard limits */
+    double site_max; /* job INT options: the plugin's limit unless plugstack.conf says */
+    const char *def; /* the default, as it would be written; NULL: none (0, NULL) */
     const char *cmd_def[HP_CMD_COUNT]; /* a command's own default, where it differs */
-    unsigned cmds;       /* the commands that take it: bit 1 << enum hp_cmd */
-    unsigned flags;      /* HP_OPTF_* */
-    size_t offset;       /* of its value in struct hp_options */
-    const char *help;    /* what it does, one phrase */
+    unsigned cmds;                     /* the commands that take it: bit 1 << enum hp_cmd */
+    unsigned flags;                    /* HP_OPTF_* */
+    size_t offset;                     /* of its value in struct hp_options */
+    const char *help;                  /* what it does, one phrase */
 };
 
 /* Indexed by enum hp_opt. */
@@ -165,11 +165,11 @@ struct hp_options {
 /* What a site allows (the plugin's plugstack.conf arguments), within the hard limits.
  * Caller-owned; no heap. */
 struct hp_optlimits {
-    double max[HP_OPT_COUNT];       /* INT options: the largest value allowed */
-    unsigned words[HP_OPT_COUNT];   /* WORD options: bit i allows words[i] */
-    char models_dir[1024];          /* where a model NAME is looked up: HP_DATADIR "/models" */
-    char config[1024];              /* the site config: HP_SYSCONFDIR "/hetpipe.conf" */
-    int config_given;               /* config= was among the arguments */
+    double max[HP_OPT_COUNT];           /* INT options: the largest value allowed */
+    unsigned words[HP_OPT_COUNT];       /* WORD options: bit i allows words[i] */
+    char models_dir[1024];              /* where a model NAME is looked up: HP_DATADIR "/models" */
+    char config[1024];                  /* the site config: HP_SYSCONFDIR "/hetpipe.conf" */
+    int config_given;                   /* config= was among the arguments */
     const char *defaults[HP_OPT_COUNT]; /* the site's defaults for job options, NULL: none;
                                            they point into the argument they came from */
 };

@@ -40,8 +40,7 @@ int hp_path_find(const char *kind, const char *env, const char *name, char *buf,
     }
     snprintf(dirs[nd++], PATH_MAX, "%s/%s", HP_DATADIR, kind);
     for (int i = 0; i < nd; i++)
-        if ((size_t)snprintf(buf, n, "%.3000s/%s.ini", dirs[i], name) < n &&
-            access(buf, R_OK) == 0)
+        if ((size_t)snprintf(buf, n, "%.3000s/%s.ini", dirs[i], name) < n && access(buf, R_OK) == 0)
             return 0;
     return -HP_ENOTFOUND;
 }

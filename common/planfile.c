@@ -134,11 +134,28 @@ struct reader {
     int *rank_used, *gpu_used;
 };
 
-static const char *const plan_keys[] = {
-    "version",  "cluster", "model", "policy", "placement",   "staleness",
-    "nm",       "nm_max",  "batch", "seed",   "grouping",    "token",
-    "units",    "vws",     "shards", "ranks", "rate",        "allreduce_s",
-    "wave_bytes_default",  "wave_bytes_local", "unit_shard", NULL};
+static const char *const plan_keys[] = {"version",
+                                        "cluster",
+                                        "model",
+                                        "policy",
+                                        "placement",
+                                        "staleness",
+                                        "nm",
+                                        "nm_max",
+                                        "batch",
+                                        "seed",
+                                        "grouping",
+                                        "token",
+                                        "units",
+                                        "vws",
+                                        "shards",
+                                        "ranks",
+                                        "rate",
+                                        "allreduce_s",
+                                        "wave_bytes_default",
+                                        "wave_bytes_local",
+                                        "unit_shard",
+                                        NULL};
 static const char *const node_keys[] = {"name", "gpus", "devices", NULL};
 static const char *const vw_keys[] = {"nm", "stages", "rate", "bottleneck_s", "round_s", NULL};
 static const char *const stage_keys[] = {
@@ -299,8 +316,7 @@ static int read_nodes(struct reader *r)
             return -HP_ECONFIG;
         const int k = split_list(r, v, MAX_PLAN_GPUS - cl->ngpus);
         if (k <= 0)
-            BAD("%s: [%s]: key 'gpus': expected a comma-separated list of GPU types", r->path,
-                sec);
+            BAD("%s: [%s]: key 'gpus': expected a comma-separated list of GPU types", r->path, sec);
         cl->nodes[n].first_gpu = cl->ngpus;
         cl->nodes[n].ngpus = k;
         for (int i = 0; i < k; i++) {

@@ -47,10 +47,10 @@ struct doctor {
     int nfail;
     int require_gpu, no_slurm;
     const char *config_opt, *data_opt; /* --config, --data */
-    char config[PATH_MAX]; /* the site config, absolute; "" when none was found */
-    char srun[PATH_MAX];   /* the srun the Slurm checks use; "" when they are skipped */
-    char skip_slurm[256];  /* why the Slurm checks are skipped; "" when they run */
-    char err[2048];        /* the error captured from the check that runs */
+    char config[PATH_MAX];             /* the site config, absolute; "" when none was found */
+    char srun[PATH_MAX];               /* the srun the Slurm checks use; "" when they are skipped */
+    char skip_slurm[256];              /* why the Slurm checks are skipped; "" when they run */
+    char err[2048];                    /* the error captured from the check that runs */
 };
 
 static const char synopsis[] =
@@ -128,8 +128,7 @@ static int find_in_path(const char *name, char *buf, size_t n)
 
 /* Run prog with up to two arguments under the deadline (proc.h); 0, or a negative code when
  * it could not be run at all (logged). */
-static int cmd_run(const char *prog, const char *arg1, const char *arg2,
-                   struct hp_proc_result *r)
+static int cmd_run(const char *prog, const char *arg1, const char *arg2, struct hp_proc_result *r)
 {
     const char *av[] = {prog, arg1, arg2, NULL};
 

@@ -174,8 +174,8 @@ static void exec_srun(struct launch *l)
     fflush(stdout);
     fflush(stderr);
     execvp(l->av[0], (char *const *)l->av);
-    hp_error("launch: cannot execute '%s': %s (is Slurm's srun on PATH? or give --srun)",
-             l->av[0], strerror(errno));
+    hp_error("launch: cannot execute '%s': %s (is Slurm's srun on PATH? or give --srun)", l->av[0],
+             strerror(errno));
 }
 
 static int launch(struct launch *l)

@@ -97,8 +97,8 @@ static int profile_unit(const struct hp_options *o, const struct hp_model *m, in
     return rc;
 }
 
-static int write_units(const struct hp_options *o, const struct hp_model *m,
-                       struct hp_backend *be, FILE *f)
+static int write_units(const struct hp_options *o, const struct hp_model *m, struct hp_backend *be,
+                       FILE *f)
 {
     printf("%-16s %-34s %10s %10s %12s\n", "unit", "signature", "fwd ms", "bwd ms", "memory MiB");
     for (int u = 0; u < m->nunits; u++) {
@@ -113,8 +113,8 @@ static int write_units(const struct hp_options *o, const struct hp_model *m,
             return rc;
         fprintf(f, "\n[unit.%s]\nfwd_s = %.9g\nbwd_s = %.9g\nmemory = %zu\n", sig, fwd, bwd,
                 memory);
-        printf("%-16s %-34.34s %10.3f %10.3f %12.1f\n", m->units[u].name, sig, 1e3 * fwd,
-               1e3 * bwd, (double)memory / 1048576.0);
+        printf("%-16s %-34.34s %10.3f %10.3f %12.1f\n", m->units[u].name, sig, 1e3 * fwd, 1e3 * bwd,
+               (double)memory / 1048576.0);
     }
     return 0;
 }

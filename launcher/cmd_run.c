@@ -116,10 +116,9 @@ static int prepare(struct local *L)
         return -HP_EIO;
     snprintf(L->emu, sizeof(L->emu), "%.9g", emulation_scale(L));
     L->av[ac++] = "hetpipe-rank";
-    if (hp_cli_rank_args(&L->o, HP_CMD_RUN, L->av, &ac, MAX_ARGS - 10, L->store,
-                         sizeof(L->store)))
+    if (hp_cli_rank_args(&L->o, HP_CMD_RUN, L->av, &ac, MAX_ARGS - 10, L->store, sizeof(L->store)))
         return -HP_EINVAL;
-    const char *tail[] = {"--emulate", L->emu,    "--plan", L->plan_path, "--boot-dir",
+    const char *tail[] = {"--emulate", L->emu,     "--plan",      L->plan_path, "--boot-dir",
                           L->boot,     "--config", L->job.config, NULL};
     for (int i = 0; tail[i]; i++)
         L->av[ac++] = tail[i];
@@ -267,8 +266,9 @@ int hp_cmd_run(int argc, char **argv)
         rc = 2;
         goto out_status;
     }
-    rc = hp_rank_binary("run", L->rank_bin, sizeof(L->rank_bin)) ? -HP_EINVAL
-                                                                 : hp_job_plan(&L->o, NULL, &L->job);
+    rc = hp_rank_binary("run", L->rank_bin, sizeof(L->rank_bin))
+             ? -HP_EINVAL
+             : hp_job_plan(&L->o, NULL, &L->job);
     if (!rc) {
         hp_job_print(&L->job, stdout);
         rc = prepare(L);

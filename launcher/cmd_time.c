@@ -105,7 +105,8 @@ static void print_profile(const struct hp_options *o, const struct bench *b,
 
     printf("%-10s %10s %10s %10s\n", "op", "fwd ms", "bwd ms", "GFLOP/s");
     for (int t = 0; t < HP_OP_NTYPES; t++) {
-        const double s = prof->fwd_s[t] + prof->bwd_s[t], f = prof->fwd_flops[t] + prof->bwd_flops[t];
+        const double s = prof->fwd_s[t] + prof->bwd_s[t],
+                     f = prof->fwd_flops[t] + prof->bwd_flops[t];
         all += s;
         if (s == 0.0)
             continue;

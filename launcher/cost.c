@@ -37,8 +37,8 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->p_saved = calloc((size_t)c->nunits + 1, sizeof(double));
     c->max_ws = calloc((size_t)c->nunits * c->nunits, sizeof(double));
     c->max_tensor = calloc((size_t)c->nunits * c->nunits, sizeof(double));
-    if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_params || !c->p_state || !c->p_saved ||
-        !c->max_ws || !c->max_tensor) {
+    if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_params || !c->p_state ||
+        !c->p_saved || !c->max_ws || !c->max_tensor) {
         hp_cost_release(c);
         return -HP_ENOMEM;
     }

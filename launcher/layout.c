@@ -135,7 +135,6 @@ int hp_layout_write_hostfile(const char *path, const struct hp_layout *L)
     return 0;
 }
 
-
 const char *hp_keep(const char *fmt, ...)
 {
     va_list ap;
@@ -148,7 +147,8 @@ const char *hp_keep(const char *fmt, ...)
     return s ? s : "";
 }
 
-int hp_layout_het_args(const struct hp_alloc *a, const struct hp_layout *L, const char **av, int *ac)
+int hp_layout_het_args(const struct hp_alloc *a, const struct hp_layout *L, const char **av,
+                       int *ac)
 {
     for (int c = 0; c < a->ncomponents; c++) {
         char nodes[4096] = "";

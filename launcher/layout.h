@@ -20,7 +20,7 @@
 struct hp_layout {
     struct hp_binding *b; /* [ntasks], task order */
     int ntasks;
-    int *node_tasks;      /* [a->nnodes]: tasks on each allocation node */
+    int *node_tasks; /* [a->nnodes]: tasks on each allocation node */
 };
 
 /* Every GPU and PS shard of plan p (from plan_path, for messages) must be where allocation a

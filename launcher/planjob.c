@@ -152,8 +152,8 @@ void hp_job_print(const struct hp_job *job, FILE *f)
         fprintf(f, " (chose %s)",
                 p->grouping == HP_POLICY_AUTO ? "a speed-balanced grouping"
                                               : hp_policy_name(p->grouping));
-    fprintf(f, ", placement %s, staleness %d, minibatch %d\n",
-            hp_placement_name(p->opts.placement), p->opts.staleness, p->opts.batch);
+    fprintf(f, ", placement %s, staleness %d, minibatch %d\n", hp_placement_name(p->opts.placement),
+            p->opts.staleness, p->opts.batch);
     for (int v = 0; v < p->nvws; v++)
         print_vw(job, v, f);
     if (p->nshards) {
@@ -164,8 +164,9 @@ void hp_job_print(const struct hp_job *job, FILE *f)
                 n += p->unit_shard[u] == s;
             fprintf(f, "%s %s: %d units", s ? "," : "", cl->nodes[s].name, n);
         }
-        fprintf(f, "\nnetwork bytes per wave: %.1f MB under default placement, %.1f MB under "
-                   "local\n",
+        fprintf(f,
+                "\nnetwork bytes per wave: %.1f MB under default placement, %.1f MB under "
+                "local\n",
                 p->wave_bytes[0] / 1e6, p->wave_bytes[1] / 1e6);
     } else {
         fprintf(f, "\nallreduce per minibatch: %.2f ms\n", 1e3 * p->allreduce_s);

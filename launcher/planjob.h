@@ -23,9 +23,9 @@ struct hp_job {
     struct hp_model *model;
     struct hp_cost cost; /* the model's costs as planned (profile applied); after hp_job_plan */
     struct hp_plan plan;
-    char token[33];      /* 32 hex digits, random, per job */
-    char config[4096];   /* the site config's absolute path, for the ranks */
-    int profiled;        /* units with measured times (o->profile) */
+    char token[33];    /* 32 hex digits, random, per job */
+    char config[4096]; /* the site config's absolute path, for the ranks */
+    int profiled;      /* units with measured times (o->profile) */
 };
 
 /* Plan a job: the site config (o->config, else the default path), the cluster (from `alloc`

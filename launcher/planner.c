@@ -442,8 +442,8 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
     int last_rc = 0;
     for (int k = 0; k < ncand; k++) {
         static const enum hp_policy fixed[3] = {HP_POLICY_NP, HP_POLICY_ED, HP_POLICY_HD};
-        enum hp_policy pol = o->policy == HP_POLICY_AUTO ? (k < 3 ? fixed[k] : HP_POLICY_AUTO)
-                                                         : o->policy;
+        enum hp_policy pol =
+            o->policy == HP_POLICY_AUTO ? (k < 3 ? fixed[k] : HP_POLICY_AUTO) : o->policy;
         double rate = 0.0;
         if (pol == HP_POLICY_NP)
             rc = group_np(cl, &g, vw_of);

@@ -94,8 +94,7 @@ static int collect(int fd, pid_t pid, double timeout_s, char *buf, size_t cap, s
     return killed;
 }
 
-int hp_proc_run(const char *const *argv, double timeout_s, size_t max_out,
-                struct hp_proc_result *r)
+int hp_proc_run(const char *const *argv, double timeout_s, size_t max_out, struct hp_proc_result *r)
 {
     int fds[2], rc, st = 0;
     size_t len = 0;

@@ -62,8 +62,8 @@ int hp_rundir_create(const char *cmd, const char *given, const char *base, const
         if (mkdir(out, 0700) == 0)
             return 0;
         if (errno != EEXIST) {
-            hp_error("%s: cannot create run directory '%s': %s (give one with --run-dir)", cmd,
-                     out, strerror(errno));
+            hp_error("%s: cannot create run directory '%s': %s (give one with --run-dir)", cmd, out,
+                     strerror(errno));
             return -1;
         }
     }

@@ -433,8 +433,7 @@ static int pool2x2(const struct hp_pool_desc *d)
 
 /* The input rows [*h0, *h1) and columns [*w0, *w1) that output cell (p, q)'s window covers,
  * padding cut off (an empty range when the window lies wholly in the padding). */
-static void window(const struct hp_pool_desc *d, int p, int q, int *h0, int *h1, int *w0,
-                   int *w1)
+static void window(const struct hp_pool_desc *d, int p, int q, int *h0, int *h1, int *w0, int *w1)
 {
     const int hs = p * d->stride - d->pad, ws = q * d->stride - d->pad;
 

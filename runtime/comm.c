@@ -466,8 +466,8 @@ static int send_prepare(struct hp_comm *comm, int peer, const struct hp_msg_head
 }
 
 /* Post a tag send of `bytes` at `data`: *req is NULL when it completed at once. */
-static int send_post(struct hp_comm *comm, int peer, struct peer *p, const void *data,
-                     size_t bytes, unsigned type, void **req)
+static int send_post(struct hp_comm *comm, int peer, struct peer *p, const void *data, size_t bytes,
+                     unsigned type, void **req)
 {
     ucp_request_param_t param = {0};
     const ucp_tag_t tag = (ucp_tag_t)comm->rank << 32 | type;
@@ -636,8 +636,8 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
 static int recv_args_ok(const struct hp_comm *comm, int peer, int type, int have_buf, size_t cap)
 {
     if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks ||
-        (type < HP_MSG_ACTIVATION && type != HP_MSG_ANY_TYPE) ||
-        type > HP_MSG_TYPE_LAST || (!have_buf && cap > 0) || cap > SIZE_MAX - HDR_BYTES) {
+        (type < HP_MSG_ACTIVATION && type != HP_MSG_ANY_TYPE) || type > HP_MSG_TYPE_LAST ||
+        (!have_buf && cap > 0) || cap > SIZE_MAX - HDR_BYTES) {
         hp_error("cannot receive from rank %d: invalid rank, type %d or buffer", peer, type);
         return 0;
     }

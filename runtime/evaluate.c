@@ -17,13 +17,14 @@ static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc
 {
     const int batch = g->batch;
     const int n =
-        g->s == 0
-            ? (g->o->test_limit > 0 && g->o->test_limit < g->data.test.n ? g->o->test_limit : g->data.test.n)
-            : 0;
+        g->s == 0 ? (g->o->test_limit > 0 && g->o->test_limit < g->data.test.n ? g->o->test_limit
+                                                                               : g->data.test.n)
+                  : 0;
     int nb;
     double lsum = 0.0, csum = 0.0, count = 0.0;
     int rc = 0;
-    const size_t in_bytes = g->link.in_floats * sizeof(float), out_bytes = g->link.out_floats * sizeof(float);
+    const size_t in_bytes = g->link.in_floats * sizeof(float),
+                 out_bytes = g->link.out_floats * sizeof(float);
     const size_t lab_bytes = (size_t)batch * sizeof(int32_t);
 
     /* every stage knows the number of test batches from the same options */
@@ -46,7 +47,7 @@ static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc
             rc = g->be->ops->upload(g->be, hp_net_input(g->net, 0), g->data.himg, in_bytes);
         } else {
             rc = hp_stage_recv(g, g->link.prev, HP_MSG_EVAL, g->link.act_in, b,
-                              in_bytes + lab_bytes + sizeof(int32_t), "test batch");
+                               in_bytes + lab_bytes + sizeof(int32_t), "test batch");
             if (!rc) {
                 const char *p = hp_msg_buf_payload(g->link.act_in);
                 memcpy(g->sched.labels, p + in_bytes, lab_bytes);
@@ -72,8 +73,8 @@ static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc
                 memcpy(p + out_bytes + lab_bytes, &m, sizeof(m));
             }
             if (!rc)
-                rc = hp_stage_send(g, g->link.next, HP_MSG_EVAL, mb, b, out_bytes + lab_bytes + sizeof(m),
-                              0.0);
+                rc = hp_stage_send(g, g->link.next, HP_MSG_EVAL, mb, b,
+                                   out_bytes + lab_bytes + sizeof(m), 0.0);
         } else {
             double l;
             int c;
@@ -95,7 +96,7 @@ static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc
         }
     } else if (g->k > 1 && g->s == 0) {
         rc = hp_stage_recv(g, g->link.last, HP_MSG_EVAL, g->link.grad_in, tag, 3 * sizeof(double),
-                          "test result");
+                           "test result");
         if (!rc) {
             double tot[3];
             memcpy(tot, hp_msg_buf_payload(g->link.grad_in), sizeof(tot));
@@ -143,8 +144,8 @@ static int evaluate(struct stage *g, int final, double *loss, double *acc)
 
 /* Evaluate (VW 0) and report on stage 0: within an epoch (after nb of its my_mb minibatches)
  * or at its end (nb < 0); step: the job's, train_s: training seconds so far. */
-int hp_eval_report(struct stage *g, struct hp_worker_result *res, int epoch, long nb,
-                       long my_mb, long step, double train_s, int final, double *tl, double *ta)
+int hp_eval_report(struct stage *g, struct hp_worker_result *res, int epoch, long nb, long my_mb,
+                   long step, double train_s, int final, double *tl, double *ta)
 {
     const double c0 = g->time.compute_s, p0 = g->time.pad_s, m0 = g->time.comm_s;
     int rc = evaluate(g, final, tl, ta);
@@ -156,13 +157,14 @@ int hp_eval_report(struct stage *g, struct hp_worker_result *res, int epoch, lon
     if (rc || g->s != 0)
         return rc;
     if (nb >= 0)
-        printf("epoch %d/%ld step %ld/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs,
-               nb, my_mb, *tl, 100.0 * *ta);
+        printf("epoch %d/%ld step %ld/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1,
+               g->o->epochs, nb, my_mb, *tl, 100.0 * *ta);
     else
         printf("epoch %d/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1, g->o->epochs, *tl,
                100.0 * *ta);
     if (g->logs.metrics) { /* flushed: whoever follows the run sees each evaluation as it comes */
-        fprintf(g->logs.metrics, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, step, train_s, *tl, *ta);
+        fprintf(g->logs.metrics, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, step, train_s, *tl,
+                *ta);
         fflush(g->logs.metrics);
     }
     fflush(stdout);
@@ -224,7 +226,8 @@ int hp_stage_param_hash(struct stage *g, uint64_t *out)
     int rc = 0;
 
     if (g->s > 0) {
-        rc = hp_stage_recv(g, g->link.prev, HP_MSG_CONTROL, g->link.act_in, 0, sizeof(h), "parameter hash");
+        rc = hp_stage_recv(g, g->link.prev, HP_MSG_CONTROL, g->link.act_in, 0, sizeof(h),
+                           "parameter hash");
         if (rc)
             return rc;
         memcpy(&h, hp_msg_buf_payload(g->link.act_in), sizeof(h));
@@ -246,7 +249,8 @@ int hp_stage_param_hash(struct stage *g, uint64_t *out)
         }
     }
     if (!rc && g->s == 0 && g->k > 1) {
-        rc = hp_stage_recv(g, g->link.last, HP_MSG_CONTROL, g->link.grad_in, 1, sizeof(h), "parameter hash");
+        rc = hp_stage_recv(g, g->link.last, HP_MSG_CONTROL, g->link.grad_in, 1, sizeof(h),
+                           "parameter hash");
         if (!rc)
             memcpy(out, hp_msg_buf_payload(g->link.grad_in), sizeof(h));
     }

@@ -67,16 +67,16 @@ static int load_data(struct stage *g)
     run->total_mb = run->ntrain / g->batch;
     run->my_mb = run->total_mb / g->nvws;
     if (run->my_mb == 0) {
-        hp_error("minibatch %d x %d virtual workers is more than the %d training samples",
-                 g->batch, g->nvws, run->ntrain);
+        hp_error("minibatch %d x %d virtual workers is more than the %d training samples", g->batch,
+                 g->nvws, run->ntrain);
         return -HP_EINVAL;
     }
     run->total_steps = g->dp ? run->my_mb * o->epochs : run->total_mb * o->epochs;
     run->reporter = g->v == 0 && g->s == 0;
     /* --eval-every N samples: VW 0 evaluates after every ek of its minibatches */
-    run->ek = o->eval_every > 0 ? (o->eval_every + (long)g->nvws * g->batch - 1) /
-                                      ((long)g->nvws * g->batch)
-                                : 0;
+    run->ek = o->eval_every > 0
+                  ? (o->eval_every + (long)g->nvws * g->batch - 1) / ((long)g->nvws * g->batch)
+                  : 0;
     return 0;
 }
 

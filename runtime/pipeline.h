@@ -93,7 +93,6 @@ struct hp_worker_result {
  * eval_every, stop_at, no_stash). 0 or a negative code (logged). */
 int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                   const struct hp_gpudb *db, const struct hp_model *model, int rank,
-                  struct hp_comm *comm, const struct hp_options *o,
-                  struct hp_worker_result *res);
+                  struct hp_comm *comm, const struct hp_options *o, struct hp_worker_result *res);
 
 #endif

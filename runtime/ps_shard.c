@@ -88,7 +88,6 @@ static int64_t view(const struct shard *sh, const struct client *c, int64_t *mm)
     return g;
 }
 
-
 static int can_serve(const struct shard *sh, const struct client *c)
 {
     int64_t mm[2 * 64];
@@ -368,4 +367,3 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
     free(sh.client_of);
     return rc;
 }
-

@@ -119,8 +119,8 @@ static int check_placement(const struct hp_plan *p, const struct hp_cluster *cl,
         }
         return 0;
     }
-    if (hp_binding_visible_device(step, getenv("CUDA_VISIBLE_DEVICES"), g->index, dev,
-                                  sizeof(dev), why, sizeof(why))) {
+    if (hp_binding_visible_device(step, getenv("CUDA_VISIBLE_DEVICES"), g->index, dev, sizeof(dev),
+                                  why, sizeof(why))) {
         hp_error("rank %d (%s) is planned on GPU %d of %s, but %s on %s: the plan does not "
                  "match the allocation (plan inside the allocation with hetpipe launch, or ask "
                  "Slurm for those GPUs)",

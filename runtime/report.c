@@ -73,10 +73,10 @@ int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r
             "%d\nemulate = %.9g\nminibatches = %ld\ntrain_s = %.6f\ncompute_s = %.6f\npad_s = "
             "%.6f\ncomm_s = %.6f\nother_s = %.6f\nimages_per_s = %.3f\npredicted_images_per_s = "
             "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\ntest_acc = %.6f\ncpu_share = %.6f\n",
-            g->rank, g->v, g->s, g->k, g->type_name,
-            g->st->u0, g->st->u1 - 1, g->sched.w, g->o->emulate, r->minibatches, r->train_s, r->compute_s,
-            r->pad_s, r->comm_s, r->other_s, r->images_per_s, hp_stage_planned_rate(g), r->mem_peak,
-            r->mem_predicted, r->test_acc, cpu_share(g, r));
+            g->rank, g->v, g->s, g->k, g->type_name, g->st->u0, g->st->u1 - 1, g->sched.w,
+            g->o->emulate, r->minibatches, r->train_s, r->compute_s, r->pad_s, r->comm_s,
+            r->other_s, r->images_per_s, hp_stage_planned_rate(g), r->mem_peak, r->mem_predicted,
+            r->test_acc, cpu_share(g, r));
     if (g->wsp.ps) {
         struct hp_ps_stats ps;
         hp_ps_client_stats(g->wsp.ps, &ps);
@@ -106,7 +106,8 @@ void hp_stage_print_start(const struct stage *g)
         printf("hetpipe: model %s, dp over %d replicas (ring allreduce every minibatch), batch %d "
                "per replica, %ld epochs of %ld steps, lr %g, seed %llu%s\n",
                g->model->name, g->nvws, g->batch, o->epochs, g->run.my_mb, o->lr,
-               (unsigned long long)g->plan->opts.seed, o->emulate > 0 ? ", emulated GPU types" : "");
+               (unsigned long long)g->plan->opts.seed,
+               o->emulate > 0 ? ", emulated GPU types" : "");
     else
         printf("hetpipe: model %s, %d virtual worker%s, this one of %d stage%s, Nm %d, batch %d, "
                "%ld epochs of %ld minibatches, lr %g%s, seed %llu%s%s\n",
@@ -133,8 +134,8 @@ void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *re
     printf("hetpipe: trained %ld minibatches in %.1f s: %.0f img/s on this %s", res->minibatches,
            t_train, res->images_per_s, g->dp ? "replica" : "virtual worker");
     if (o->emulate > 0)
-        printf(" (predicted %.0f for the emulated GPUs at scale %g: ratio %.2f)", pred,
-               o->emulate, res->images_per_s / pred);
+        printf(" (predicted %.0f for the emulated GPUs at scale %g: ratio %.2f)", pred, o->emulate,
+               res->images_per_s / pred);
     if (g->nvws > 1) /* every VW's (replica's) minibatches over this one's time */
         printf("; the job %.0f img/s",
                t_train > 0 ? (double)res->minibatches * g->nvws * g->batch / t_train : 0.0);

@@ -28,8 +28,8 @@ uint64_t hp_stage_hash_weights(struct stage *g, const float *dev)
     return hp_fnv1a(HP_FNV_OFFSET, g->hparams, g->nparams * sizeof(float));
 }
 
-int hp_stage_recv(struct stage *g, int peer, int type, struct hp_msg_buf *b, long mb,
-                        size_t bytes, const char *what)
+int hp_stage_recv(struct stage *g, int peer, int type, struct hp_msg_buf *b, long mb, size_t bytes,
+                  const char *what)
 {
     const double t0 = hp_now_s();
     int rc = hp_comm_recv_buf(g->comm, peer, type, b, g->timeout_ms);
@@ -63,8 +63,8 @@ int hp_stage_send_buf(struct stage *g, struct hp_msg_buf **pair, int *i, struct 
     return rc;
 }
 
-int hp_stage_send(struct stage *g, int peer, int type, struct hp_msg_buf *b, long mb,
-                    size_t bytes, double emulated)
+int hp_stage_send(struct stage *g, int peer, int type, struct hp_msg_buf *b, long mb, size_t bytes,
+                  double emulated)
 {
     const struct hp_msg_header h = {.type = (uint16_t)type,
                                     .vw = g->v,
@@ -142,17 +142,18 @@ int hp_stage_forward(struct stage *g, long j, long nb, long m_global, long step)
     if (g->wsp.trace) {
         const long C = q / g->wsp.nm;
         const double t = hp_now_s();
-        fprintf(g->wsp.trace, "mb,%d,%d,%d,%ld,%ld,%ld,%ld,%" PRId64 ",%ld,%.6f,%.6f,", g->rank, g->v,
-                g->s, C, q, C >= 2 ? hp_wsp_threshold(g, C) : -1L, hp_ps_pushed(g->wsp.ps),
+        fprintf(g->wsp.trace, "mb,%d,%d,%d,%ld,%ld,%ld,%ld,%" PRId64 ",%ld,%.6f,%.6f,", g->rank,
+                g->v, g->s, C, q, C >= 2 ? hp_wsp_threshold(g, C) : -1L, hp_ps_pushed(g->wsp.ps),
                 hp_ps_global_clock(g->wsp.ps), g->sched.nupd, t, t);
         hp_ps_trace_incl(g->wsp.ps, g->wsp.trace);
     }
     if (g->s == 0) {
-        hp_dataset_gather(&g->data.train, g->data.perm + (size_t)m_global * g->batch, g->batch, g->data.himg, lab);
+        hp_dataset_gather(&g->data.train, g->data.perm + (size_t)m_global * g->batch, g->batch,
+                          g->data.himg, lab);
         rc = g->be->ops->upload(g->be, hp_net_input(g->net, slot), g->data.himg, in_bytes);
     } else {
         rc = hp_stage_recv(g, g->link.prev, HP_MSG_ACTIVATION, g->link.act_in, j,
-                          in_bytes + (size_t)g->batch * sizeof(int32_t), "activation");
+                           in_bytes + (size_t)g->batch * sizeof(int32_t), "activation");
         if (!rc) {
             const char *p = hp_msg_buf_payload(g->link.act_in);
             memcpy(lab, p + in_bytes, (size_t)g->batch * sizeof(int32_t));
@@ -186,13 +187,13 @@ int hp_stage_forward(struct stage *g, long j, long nb, long m_global, long step)
         }
         if (!rc)
             rc = hp_stage_send(g, g->link.next, HP_MSG_ACTIVATION, b, j,
-                          out_bytes + (size_t)g->batch * sizeof(int32_t), g->emu.xfer_next);
+                               out_bytes + (size_t)g->batch * sizeof(int32_t), g->emu.xfer_next);
     }
     return rc;
 }
 
 int hp_stage_backward(struct stage *g, long j, long nf, long step, long total, double *loss,
-                    int *correct)
+                      int *correct)
 {
     const int slot = (int)(j % g->sched.w);
     const size_t out_bytes = g->link.out_floats * sizeof(float);
@@ -208,7 +209,7 @@ int hp_stage_backward(struct stage *g, long j, long nf, long step, long total, d
             rc = hp_stage_sync_compute(g, t0);
     } else {
         rc = hp_stage_recv(g, g->link.next, HP_MSG_GRADIENT, g->link.grad_in, j,
-                          out_bytes + TRAILER_DOUBLES * sizeof(double), "gradient");
+                           out_bytes + TRAILER_DOUBLES * sizeof(double), "gradient");
         if (!rc) {
             const char *p = hp_msg_buf_payload(g->link.grad_in);
             double tr[TRAILER_DOUBLES];
@@ -225,8 +226,9 @@ int hp_stage_backward(struct stage *g, long j, long nf, long step, long total, d
         bwd_version = g->sched.stash_version[g->sched.ver[slot]];
     }
     if (g->logs.weight_log)
-        fprintf(g->logs.weight_log, "%d,%d,%ld,%ld,%ld,%ld,%016" PRIx64 ",%016" PRIx64 "\n", g->v, g->s,
-                j, g->sched.fwd_version[slot], bwd_version, g->sched.wver, g->sched.fwd_hash[slot],
+        fprintf(g->logs.weight_log, "%d,%d,%ld,%ld,%ld,%ld,%016" PRIx64 ",%016" PRIx64 "\n", g->v,
+                g->s, j, g->sched.fwd_version[slot], bwd_version, g->sched.wver,
+                g->sched.fwd_hash[slot],
                 hp_stage_hash_weights(g, weights ? weights : hp_net_params(g->net)));
 
     const double t0 = hp_now_s();
@@ -249,7 +251,7 @@ int hp_stage_backward(struct stage *g, long j, long nf, long step, long total, d
         }
         if (!rc)
             rc = hp_stage_send(g, g->link.prev, HP_MSG_GRADIENT, b, j,
-                          in_bytes + TRAILER_DOUBLES * sizeof(double), g->emu.xfer_prev);
+                               in_bytes + TRAILER_DOUBLES * sizeof(double), g->emu.xfer_prev);
     }
     if (!rc)
         rc = hp_stage_stash(g, j + 1, nf);
@@ -328,7 +330,8 @@ int hp_stage_setup(struct stage *g)
     g->sched.fwd_version = calloc((size_t)g->sched.w, sizeof(long));
     g->sched.fwd_hash = calloc((size_t)g->sched.w, sizeof(uint64_t));
     g->hparams = malloc((g->nparams ? g->nparams : 1) * sizeof(float));
-    if (!g->sched.labels || !g->sched.ver || !g->sched.fwd_version || !g->sched.fwd_hash || !g->hparams)
+    if (!g->sched.labels || !g->sched.ver || !g->sched.fwd_version || !g->sched.fwd_hash ||
+        !g->hparams)
         return -HP_ENOMEM;
 
     /* message buffers: the largest of training, evaluation and control payloads */

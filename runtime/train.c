@@ -122,9 +122,9 @@ static int trainer_setup(struct trainer *t)
     t->idx = malloc((size_t)o->batch * sizeof(int));
     if (!t->himg || !t->hlab || !t->perm || !t->idx)
         return -HP_ENOMEM;
-    if (o->metrics && !(t->csv = open_csv(o->metrics, "metrics file",
-                                          "split,epoch,step,seconds,loss,accuracy,images_per_s\n",
-                                          &rc)))
+    if (o->metrics &&
+        !(t->csv = open_csv(o->metrics, "metrics file",
+                            "split,epoch,step,seconds,loss,accuracy,images_per_s\n", &rc)))
         return rc;
     if (o->step_log && !(t->slog = open_csv(o->step_log, "step log", "step,loss\n", &rc)))
         return rc;

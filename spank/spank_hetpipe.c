@@ -99,8 +99,8 @@ static void build_options(void)
         if (flag)
             snprintf(usage[o], sizeof(usage[o]), "%s (default: %s)", hp_opts[o].help, dflt);
         else
-            snprintf(usage[o], sizeof(usage[o]), "%s: %s (default: %s)", hp_opts[o].help,
-                     allowed, dflt);
+            snprintf(usage[o], sizeof(usage[o]), "%s: %s (default: %s)", hp_opts[o].help, allowed,
+                     dflt);
         opts[o] = (struct spank_option){
             .name = optname[o],
             .arginfo = (char *)hp_opts[o].arg,
@@ -137,8 +137,8 @@ static void parse_args(int ac, char **av)
     for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
         char what[64];
         snprintf(what, sizeof(what), "default_%s", hp_opts[o].flag);
-        if (limits.defaults[o] && hp_opt_check((enum hp_opt)o, what, limits.defaults[o], &limits,
-                                               0, err, sizeof(err))) {
+        if (limits.defaults[o] &&
+            hp_opt_check((enum hp_opt)o, what, limits.defaults[o], &limits, 0, err, sizeof(err))) {
             slurm_error("spank_hetpipe: plugstack.conf argument %s (checked against all "
                         "the arguments); ignored",
                         err);

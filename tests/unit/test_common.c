@@ -49,8 +49,8 @@ START_TEST(parse_numbers_strictly)
                                                       "1.0", "-+1", "\t1", NULL};
          *j; j++)
         ck_assert_msg(hp_parse_long(*j, -100, 100, &v) == -HP_EINVAL, "'%s' accepted", *j);
-    for (const char *const *j = (const char *const[]){" 0.5", "0.5 ", "+0.5", "0x1p-1", "inf",
-                                                      "-inf", "e1", "", NULL};
+    for (const char *const *j =
+             (const char *const[]){" 0.5", "0.5 ", "+0.5", "0x1p-1", "inf", "-inf", "e1", "", NULL};
          *j; j++)
         ck_assert_msg(hp_parse_double(*j, -1, 1, &d) == -HP_EINVAL, "'%s' accepted", *j);
     ck_assert_int_eq(hp_parse_long("-7", -100, 100, &v), 0);

@@ -51,7 +51,8 @@ START_TEST(table_names_and_env)
             ck_assert_ptr_nonnull(hp_opts[o].arg);
     }
     for (int o = HP_OPT_JOB_COUNT; o < HP_OPT_COUNT; o++)
-        ck_assert_msg(!hp_opt_is_job((enum hp_opt)o), "--%s after the job options", hp_opts[o].flag);
+        ck_assert_msg(!hp_opt_is_job((enum hp_opt)o), "--%s after the job options",
+                      hp_opts[o].flag);
     ck_assert_str_eq(hp_opts[HP_OPT_POLICY].arg, "auto|np|ed|hd|dp");
 }
 END_TEST
@@ -76,14 +77,13 @@ START_TEST(table_rows_are_consistent)
             ck_assert_int_eq(hp_opt_find(r->flag, (enum hp_cmd)c), o);
             if (!d || !*d || r->type == HP_OT_FLAG)
                 continue;
-            ck_assert_msg(hp_opt_set(&x, (enum hp_opt)o, r->flag, d, NULL, 0, err2,
-                                     sizeof(err2)) == 0,
+            ck_assert_msg(hp_opt_set(&x, (enum hp_opt)o, r->flag, d, NULL, 0, err2, sizeof(err2)) ==
+                              0,
                           "--%s's default '%s' for command %d: %s", r->flag, d, c, err2);
             ck_assert_int_eq(hp_opt_format(&x, (enum hp_opt)o, buf, sizeof(buf)), 0);
             struct hp_options y = x;
-            ck_assert_int_eq(hp_opt_set(&y, (enum hp_opt)o, r->flag, buf, NULL, 0, err2,
-                                        sizeof(err2)),
-                             0);
+            ck_assert_int_eq(
+                hp_opt_set(&y, (enum hp_opt)o, r->flag, buf, NULL, 0, err2, sizeof(err2)), 0);
             if (r->type == HP_OT_TEXT || r->type == HP_OT_MODEL)
                 ck_assert_str_eq(*(const char **)((char *)&y + r->offset), d);
             else
@@ -125,8 +125,8 @@ END_TEST
  * arguments run hands on to the ranks (which read them back to the same values). */
 START_TEST(command_lines)
 {
-    char *ok_av[] = {"run",     "--local",       "--lr=0.01",    "--staleness", "3",
-                     "--emulate", "off",         "--no-stash", "--data",      "/d d", NULL};
+    char *ok_av[] = {"run", "--local",    "--lr=0.01", "--staleness", "3", "--emulate",
+                     "off", "--no-stash", "--data",    "/d d",        NULL};
     struct hp_options o, r;
     const char *av[64];
     char store[4096];
@@ -370,8 +370,7 @@ START_TEST(model_names_and_paths)
     ASSERT_BAD(HP_OPT_MODEL, "sub", &l);
     /* without check_files only the form counts */
     ck_assert_int_eq(hp_opt_check(HP_OPT_MODEL, "m", "nosuchmodel", &l, 0, err, 64), 0);
-    ck_assert_int_eq(hp_opt_check(HP_OPT_MODEL, "m", "/nonexistent/m.ini", &l, 0, err, 64),
-                     0);
+    ck_assert_int_eq(hp_opt_check(HP_OPT_MODEL, "m", "/nonexistent/m.ini", &l, 0, err, 64), 0);
     ck_assert_int_eq(hp_opt_check(HP_OPT_MODEL, "m", "a b", &l, 0, err, 64), -1);
     ck_assert_int_eq(hp_opt_check(HP_OPT_MODEL, "m", "", &l, 0, err, 64), -1);
     /* an empty models directory */
@@ -390,8 +389,7 @@ START_TEST(env_names_and_short_buffers)
 
     hp_optlimits_init(&l, 1);
     ck_assert_int_eq(
-        hp_opt_check(HP_OPT_STALENESS, "HETPIPE_STALENESS", "x", &l, 0, err, sizeof(err)),
-        -1);
+        hp_opt_check(HP_OPT_STALENESS, "HETPIPE_STALENESS", "x", &l, 0, err, sizeof(err)), -1);
     ck_assert_str_eq(err, "HETPIPE_STALENESS=x: must be an integer from 0 to 64");
     ck_assert_int_eq(
         hp_opt_check(HP_OPT_POLICY, "HETPIPE_POLICY", "x", &l, 0, small, sizeof(small)), -1);

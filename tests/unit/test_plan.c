@@ -117,8 +117,9 @@ START_TEST(vws_share_one_wave)
                 if (rc)
                     continue;
                 for (int v = 0; v < p.nvws; v++) {
-                    ck_assert_msg(p.vws[v].nm == p.vws[0].nm, "%s/%s policy %d: vw %d Nm %d, vw 0 %d",
-                                  clusters[ci], models[mi], pol, v, p.vws[v].nm, p.vws[0].nm);
+                    ck_assert_msg(p.vws[v].nm == p.vws[0].nm,
+                                  "%s/%s policy %d: vw %d Nm %d, vw 0 %d", clusters[ci], models[mi],
+                                  pol, v, p.vws[v].nm, p.vws[0].nm);
                     for (int st = 0; st < p.vws[v].nstages; st++)
                         ck_assert_int_le(p.vws[v].stages[st].in_flight, p.vws[v].nm);
                     shorter += p.vws[v].stages[0].in_flight < p.vws[v].nm;
@@ -500,10 +501,10 @@ START_TEST(binding_file_rules)
     ck_assert_int_eq(hp_binding_role_parse("ps7", &v, &st), 0);
     ck_assert_int_eq(v, 7);
     ck_assert_int_eq(st, -1);
-    for (const char *const *r = (const char *const[]){"vw.stage0", "vw1.stage", "vw-1.stage0",
-                                                      "vw1.stage+0", "ps", "ps1x", "psx",
-                                                      "vw1.stage0 ", "VW1.stage0", "vw99999999.stage0",
-                                                      "x", "", NULL};
+    for (const char *const *r =
+             (const char *const[]){"vw.stage0", "vw1.stage", "vw-1.stage0", "vw1.stage+0", "ps",
+                                   "ps1x", "psx", "vw1.stage0 ", "VW1.stage0", "vw99999999.stage0",
+                                   "x", "", NULL};
          *r; r++)
         ck_assert_msg(hp_binding_role_parse(*r, &v, &st) == -1, "'%s' accepted", *r);
 
@@ -540,16 +541,13 @@ START_TEST(binding_file_rules)
     ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
     unlink(fifo);
 
-    ck_assert_int_eq(hp_binding_visible_device("0,2,3", "0,1,2", 2, dev, sizeof(dev), err,
-                                               sizeof(err)),
-                     0);
+    ck_assert_int_eq(
+        hp_binding_visible_device("0,2,3", "0,1,2", 2, dev, sizeof(dev), err, sizeof(err)), 0);
     ck_assert_str_eq(dev, "1"); /* renumbered by device cgroups */
-    ck_assert_int_eq(hp_binding_visible_device("0,2,3", NULL, 3, dev, sizeof(dev), err,
-                                               sizeof(err)),
-                     0);
+    ck_assert_int_eq(
+        hp_binding_visible_device("0,2,3", NULL, 3, dev, sizeof(dev), err, sizeof(err)), 0);
     ck_assert_str_eq(dev, "3");
-    ck_assert_int_eq(hp_binding_visible_device("0,2", "0,1", 1, dev, sizeof(dev), err,
-                                               sizeof(err)),
+    ck_assert_int_eq(hp_binding_visible_device("0,2", "0,1", 1, dev, sizeof(dev), err, sizeof(err)),
                      -1);
     ck_assert_str_eq(err, "the step has GPU(s) 0,2");
     ck_assert_int_eq(hp_binding_visible_device(NULL, NULL, 1, dev, sizeof(dev), err, sizeof(err)),
