@@ -75,7 +75,7 @@ void hp_cli_usage(FILE *f, enum hp_cmd cmd, const char *synopsis)
         }
         if (def && *def)
             snprintf(text + strlen(text), sizeof(text) - strlen(text), " (default %s)", def);
-        if (r->env)
+        if (r->env && cmd == HP_CMD_LAUNCH) /* the one command that reads HETPIPE_* */
             snprintf(text + strlen(text), sizeof(text) - strlen(text), " [%s]", r->env);
         fputs(head, f);
         if ((int)strlen(head) < 27)
