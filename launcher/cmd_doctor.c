@@ -351,6 +351,7 @@ static void check_rank(struct doctor *d)
     }
     if (r.status != 0) {
         snprintf(what, sizeof(what), "%s --help", path);
+        r.out[0] = '\0'; /* what --help prints is no reason */
         cmd_failure(what, &r, why, sizeof(why));
         fail(d, "rank program", "rebuild (make) or reinstall it (make install)", "%s", why);
     } else
