@@ -218,3 +218,21 @@ teardown() {
     [ "$status" -eq 1 ]
     [[ "$output" == *"unknown GPU type 'tpu9'"* ]]
 }
+
+@test "hetpipe-rank refuses a plan file of another version, or for a model with other units" {
+    run "$HETPIPE" plan --cluster local4 --model cnn --policy ed --out "$TMP/p.ini" --quiet
+    [ "$status" -eq 0 ]
+    rank=$(dirname "$HETPIPE")/hetpipe-rank
+    mkdir -m 0700 "$TMP/boot"
+    sed 's/^version = 2$/version = 1/' "$TMP/p.ini" > "$TMP/v1.ini"
+    run "$rank" --plan "$TMP/v1.ini" --rank 0 --boot-dir "$TMP/boot"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"plan file version 1 is not supported (this hetpipe reads version 2; re-run hetpipe plan)"* ]]
+    sed 's/^model = cnn$/model = mlp/' "$TMP/p.ini" > "$TMP/mlp.ini"
+    run "$rank" --plan "$TMP/mlp.ini" --rank 0 --boot-dir "$TMP/boot"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"the plan has 6 units, but model 'mlp' has 5"* ]]
+    run "$rank" --plan "$TMP/p.ini" --rank 0 --boot-dir "$TMP/boot" --emulate auto
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--emulate"*"auto is for hetpipe run"* ]]
+}
