@@ -45,9 +45,12 @@ int hp_rundir_create(const char *cmd, const char *given, const char *base, const
         return make_private(cmd, out);
     }
     if (strstr(name, "XXXXXX")) {
-        if ((size_t)snprintf(out, n, "%s/%s", base, name) >= n || !mkdtemp(out)) {
-            hp_error("%s: cannot create a run directory in %s: %s", cmd, base,
-                     errno ? strerror(errno) : "the path is too long");
+        if ((size_t)snprintf(out, n, "%s/%s", base, name) >= n) {
+            hp_error("%s: the run directory's path under '%s' is too long", cmd, base);
+            return -1;
+        }
+        if (!mkdtemp(out)) {
+            hp_error("%s: cannot create a run directory in %s: %s", cmd, base, strerror(errno));
             return -1;
         }
         return 0;
