@@ -34,8 +34,8 @@ static int make_private(const char *cmd, const char *dir)
     return 0;
 }
 
-int hp_rundir_create(const char *cmd, const char *given, const char *base, const char *name,
-                     char *out, size_t n)
+static int create(const char *cmd, const char *given, const char *base, const char *name,
+                  char *out, size_t n)
 {
     if (given) {
         if ((size_t)snprintf(out, n, "%s", given) >= n) {
@@ -81,4 +81,14 @@ int hp_rundir_sub(const char *cmd, const char *dir, const char *sub, char *out, 
         return -1;
     }
     return make_private(cmd, out);
+}
+
+int hp_rundir_create(const char *cmd, const char *given, const char *base, const char *name,
+                     char *out, size_t n)
+{
+    const int rc = create(cmd, given, base, name, out, n);
+
+    if (rc && n)
+        out[0] = '\0'; /* nothing was made: no path to report */
+    return rc;
 }

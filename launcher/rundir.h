@@ -12,7 +12,7 @@
  * - else a new directory under `base`: `name` with "XXXXXX" in it is made unique by mkdtemp
  *   ("hetpipe-run.XXXXXX"); any other name is tried as name, name.1, name.2, ... and the first
  *   that does not exist is created ("hetpipe-42").
- * `cmd` prefixes the messages. 0, or -1 (logged). */
+ * `cmd` prefixes the messages. 0, or -1 (logged; out is then ""). */
 int hp_rundir_create(const char *cmd, const char *given, const char *base, const char *name,
                      char *out, size_t n);
 
