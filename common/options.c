@@ -797,8 +797,9 @@ int hp_opt_format(const struct hp_options *opts, enum hp_opt o, char *buf, size_
     double d;
     const char *s;
 
-    if (n)
-        buf[0] = '\0';
+    if (!buf || n == 0)
+        return -1;
+    buf[0] = '\0';
     switch (r->type) {
     case HP_OT_REAL:
         memcpy(&d, field, sizeof(d));

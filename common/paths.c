@@ -23,6 +23,8 @@ int hp_path_find(const char *kind, const char *env, const char *name, char *buf,
     int nd = 0;
     ssize_t el;
 
+    if (!buf || n == 0)
+        return -HP_ENOTFOUND;
     if (hp_path_is_file(name))
         return (size_t)snprintf(buf, n, "%s", name) < n ? 0 : -HP_ENOTFOUND;
     if (e && *e)

@@ -86,9 +86,13 @@ int hp_rundir_sub(const char *cmd, const char *dir, const char *sub, char *out, 
 int hp_rundir_create(const char *cmd, const char *given, const char *base, const char *name,
                      char *out, size_t n)
 {
+    if (!out || n == 0) {
+        hp_error("%s: no room for the run directory's path", cmd);
+        return -1;
+    }
     const int rc = create(cmd, given, base, name, out, n);
 
-    if (rc && n)
+    if (rc)
         out[0] = '\0'; /* nothing was made: no path to report */
     return rc;
 }
