@@ -13,11 +13,19 @@
 static char dir[256];
 static char path[512];
 
+static void remove_tmpdir(void)
+{
+    if (dir[0])
+        test_remove_dir(dir);
+}
+
+/* One directory per test process (Check forks one per test), removed when it exits. */
 static const char *tmpdir(void)
 {
     if (!dir[0]) {
         snprintf(dir, sizeof(dir), "/tmp/hp-unit-XXXXXX");
         ck_assert_ptr_nonnull(mkdtemp(dir));
+        atexit(remove_tmpdir);
     }
     return dir;
 }
