@@ -11,8 +11,8 @@
 #include <string.h>
 
 /* The test set forward through the pipeline (VW 0); stage 0 gets the totals. Not emulated:
- * evaluation is not training time (the metrics leave it out, and nothing trains meanwhile:
- * eval_verdict), so padding it would only lengthen the run. */
+ * evaluation is not training time (the job's time leaves it out, and nothing trains
+ * meanwhile: hp_eval_gather), so padding it would only lengthen the run. */
 static int evaluate_test_set(struct stage *g, int tag, double *loss, double *acc)
 {
     const int batch = g->batch;
@@ -179,15 +179,48 @@ int hp_eval_reached(const struct stage *g, double acc)
     return g->v == 0 && g->s == 0 && g->o->stop_at > 0.0 && 100.0 * acc >= g->o->stop_at;
 }
 
-/* After evaluation point n: VW 0 evaluated (all its stages), every other worker rank stopped
- * at the same point of its data (every VW and replica has the same share), drained; stage 0
- * of VW 0 now tells each of them whether to go on or to stop (*stop: its verdict in, everyone's
- * out; --stop-at). So nothing trains while VW 0 evaluates, and the seconds the metrics report
- * exclude evaluation for the whole job (under WSP the other VWs would otherwise train on
- * during it, up to the staleness bound, for free), and a job that reached --stop-at stops
- * everywhere at the same point. No deadlock under WSP: at a point P every VW has pushed
- * waves 0 .. P / Nm - 1, and reaching P needs at most waves (P - 1) / Nm - 1 - D of the others
- * (wave_gate); dp's replicas are in step anyway. */
+/* Job points. At the job's start (n = -1), at every evaluation point (n = 0, 1, ...) and at
+ * the end (n = the evaluation points before it) every worker rank has drained its pipeline
+ * and stops at the same point of its data (every VW and replica has the same share).
+ * hp_eval_gather: each tells stage 0 of VW 0 (the reporter) that it is there; the reporter
+ * waits for all of them, so on it *t_all is when the last arrived: from then on nothing trains
+ * anywhere. Then VW 0 evaluates, and hp_eval_verdict: the reporter tells every other worker
+ * whether to go on or to stop (*stop: its verdict in, everyone's out; --stop-at). So
+ * evaluation pauses every VW, the slower ones included, and the job's training time is its
+ * wall clock less exactly those pauses (from the last arrival to the verdict); a job that
+ * reached --stop-at stops everywhere at the same point. No deadlock under WSP: at a point P
+ * every VW has pushed waves 0 .. P / Nm - 1, and reaching P needs at most waves
+ * (P - 1) / Nm - 1 - D of the others (wave_gate); dp's replicas are in step anyway. */
+int hp_eval_gather(struct stage *g, long n, double *t_all)
+{
+    const int to = hp_plan_stage_rank(g->plan, 0, 0);
+    const int workers = g->plan->nranks - g->plan->nshards;
+    struct hp_msg_header h = {
+        .type = HP_MSG_CONTROL, .vw = g->v, .stage = g->s, .minibatch = n, .clock = 0};
+    int rc = 0;
+
+    if (g->rank != to) {
+        rc = hp_comm_send(g->comm, to, &h, NULL, g->timeout_ms);
+    } else {
+        /* a slower VW may take long to get here: no timeout, but a dead peer ends the wait */
+        for (int r = 0; r < workers && !rc; r++) {
+            if (r == to)
+                continue;
+            rc = hp_comm_recv(g->comm, r, HP_MSG_CONTROL, &h, NULL, 0, -1);
+            if (!rc && (h.minibatch != n || h.clock != 0)) {
+                hp_error("vw %d stage %d: protocol error: expected rank %d at job point %ld, got "
+                         "%" PRId64 " (%" PRId64 ")",
+                         g->v, g->s, r, n, h.minibatch, h.clock);
+                rc = -HP_EPROTOCOL;
+            }
+        }
+        *t_all = hp_now_s();
+    }
+    if (rc)
+        hp_error("vw %d stage %d: at job point %ld: %s", g->v, g->s, n, hp_strerror(rc));
+    return rc;
+}
+
 int hp_eval_verdict(struct stage *g, long n, int *stop)
 {
     const int from = hp_plan_stage_rank(g->plan, 0, 0);
@@ -204,7 +237,7 @@ int hp_eval_verdict(struct stage *g, long n, int *stop)
         /* VW 0's evaluation may take long: no timeout, but a dead peer ends the wait */
         rc = hp_comm_recv(g->comm, from, HP_MSG_CONTROL, &h, NULL, 0, -1);
         if (!rc && (h.minibatch != n || h.clock < 0 || h.clock > 1)) {
-            hp_error("vw %d stage %d: protocol error: expected the verdict of evaluation %ld from "
+            hp_error("vw %d stage %d: protocol error: expected the verdict of job point %ld from "
                      "rank %d, got %" PRId64 " (%" PRId64 ")",
                      g->v, g->s, n, from, h.minibatch, h.clock);
             rc = -HP_EPROTOCOL;
@@ -213,7 +246,7 @@ int hp_eval_verdict(struct stage *g, long n, int *stop)
             *stop = (int)h.clock;
     }
     if (rc)
-        hp_error("vw %d stage %d: after evaluation %ld: %s", g->v, g->s, n, hp_strerror(rc));
+        hp_error("vw %d stage %d: after job point %ld: %s", g->v, g->s, n, hp_strerror(rc));
     return rc;
 }
 

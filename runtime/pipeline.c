@@ -80,23 +80,44 @@ static int load_data(struct stage *g)
     return 0;
 }
 
-/* An evaluation point: VW 0 evaluates (nb < 0: the end of an epoch), every worker learns the
- * verdict (not after the last epoch); its time is not training time. */
+/* The job's start: every worker ready (data loaded, connected), then all begin together
+ * (hp_eval_gather); the job's clock runs on the reporter from the last arrival. */
+static int start_point(struct stage *g)
+{
+    double t_all = 0.0;
+    int stop = 0;
+    int rc = hp_eval_gather(g, -1, &t_all);
+
+    if (!rc)
+        rc = hp_eval_verdict(g, -1, &stop);
+    g->run.t_start = hp_now_s();
+    return rc;
+}
+
+/* An evaluation point (nb < 0: the end of an epoch; last: the end of the job): every worker
+ * arrives (hp_eval_gather), VW 0 evaluates, every worker learns the verdict (not at the end).
+ * Every worker is paused from the last arrival to the verdict: not the job's training time.
+ * A stage's own time here, drained and waiting, is not its training time either. */
 static int eval_point(struct stage *g, struct hp_worker_result *res, int epoch, long nb, long step,
                       int last)
 {
     struct stage_run *run = &g->run;
     const double te = hp_now_s();
-    double tl = 0.0, ta = 0.0;
-    int rc = 0;
+    double t_all = te, tl = 0.0, ta = 0.0;
+    int rc = hp_eval_gather(g, run->nevals, &t_all);
+    const double job_s = t_all - run->t_start - run->job_paused_s;
 
-    if (g->v == 0)
-        rc = hp_eval_report(g, res, epoch, nb, run->my_mb, step, te - run->t_start - run->eval_s,
-                            last && nb < 0, &tl, &ta);
+    if (!rc && g->v == 0)
+        rc = hp_eval_report(g, res, epoch, nb, run->my_mb, step, job_s, last && nb < 0, &tl, &ta);
     run->stop = hp_eval_reached(g, ta);
     if (!rc && !last)
         rc = hp_eval_verdict(g, run->nevals++, &run->stop);
-    run->eval_s += hp_now_s() - te;
+    const double now = hp_now_s();
+    run->eval_s += now - te;
+    if (last || run->stop)
+        run->job_s = job_s;
+    else
+        run->job_paused_s += now - t_all;
     return rc;
 }
 
@@ -131,12 +152,13 @@ static int progress(struct stage *g, struct interval *iv, int epoch, long nb, lo
     if (o->log_every > 0) {
         printf("epoch %d/%ld step %ld/%ld loss %.4f acc %.2f%% %.0f img/s", epoch + 1, o->epochs,
                nb, g->run.my_mb, loss, 100.0 * acc, ips);
-        hp_wsp_print_clocks(g, now - g->run.t_start);
+        hp_wsp_print_clocks(g, now - g->run.t_start - g->run.job_paused_s);
         putchar('\n');
     }
     if (g->logs.metrics)
         fprintf(g->logs.metrics, "train,%d,%ld,%.3f,%.6f,%.6f,%.1f\n", epoch + 1,
-                step_base + nb * g->nvws, now - g->run.t_start - g->run.eval_s, loss, acc, ips);
+                step_base + nb * g->nvws, now - g->run.t_start - g->run.job_paused_s, loss, acc,
+                ips);
     fflush(stdout);
     *iv = (struct interval){.t0 = now};
     return 0;
@@ -237,15 +259,17 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         rc = hp_sync_setup(&g, g.run.my_mb);
     if (!rc) {
         hp_stage_print_start(&g);
-        g.run.t_start = hp_now_s();
+        rc = start_point(&g);
     }
     for (int epoch = 0; epoch < o->epochs && !rc && !g.run.stop; epoch++)
         rc = train_epoch(&g, res, epoch);
+    /* the last evaluation point's time is in eval_s: this stage's end is where it began */
     const double t_train = hp_now_s() - g.run.t_start - g.run.eval_s;
     if (!rc)
         rc = finish(&g, res);
     if (!rc) {
         res->train_s = t_train;
+        res->job_s = g.run.reporter ? g.run.job_s : 0.0;
         res->compute_s = g.time.compute_s;
         res->pad_s = g.time.pad_s;
         res->comm_s = g.time.comm_s;
@@ -253,7 +277,7 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         res->images_per_s = t_train > 0 ? (double)res->minibatches * g.batch / t_train : 0.0;
         res->mem_peak = g.be->mem_peak;
         res->mem_predicted = g.st->memory;
-        hp_stage_print_end(&g, res, t_train);
+        hp_stage_print_end(&g, res);
         rc = hp_stage_write_stats(&g, res);
     }
     if (!rc)

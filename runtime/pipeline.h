@@ -76,7 +76,13 @@
 /* What a worker measured. */
 struct hp_worker_result {
     long minibatches;
-    double train_s;                           /* training phase, evaluation excluded */
+    double train_s;                           /* this stage's training seconds: from the job's
+                                                 start to its last minibatch, less its time at
+                                                 evaluation points (drained, waiting) */
+    double job_s;                             /* stage 0 of VW 0: the job's training seconds,
+                                                 wall clock from the start of every VW to the
+                                                 end of the last, less the evaluation pauses
+                                                 (every worker paused); 0 elsewhere */
     double compute_s, pad_s, comm_s, other_s; /* time in: net ops, emulation sleeps, waiting for
                                                peers (send/recv), everything else */
     double images_per_s;                      /* the VW's rate (stage 0) */

@@ -72,11 +72,16 @@ int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r
             "rank = %d\nvw = %d\nstage = %d\nstages = %d\ntype = %s\nunits = %d-%d\nin_flight = "
             "%d\nemulate = %.9g\nminibatches = %ld\ntrain_s = %.6f\ncompute_s = %.6f\npad_s = "
             "%.6f\ncomm_s = %.6f\nother_s = %.6f\nimages_per_s = %.3f\npredicted_images_per_s = "
-            "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\ntest_acc = %.6f\ncpu_share = %.6f\n",
+            "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\ntest_acc = %.6f\ncpu_share = %.6f\n"
+            "eval_s = %.6f\n",
             g->rank, g->v, g->s, g->k, g->type_name, g->st->u0, g->st->u1 - 1, g->sched.w,
             g->o->emulate, r->minibatches, r->train_s, r->compute_s, r->pad_s, r->comm_s,
             r->other_s, r->images_per_s, hp_stage_planned_rate(g), r->mem_peak, r->mem_predicted,
-            r->test_acc, cpu_share(g, r));
+            r->test_acc, cpu_share(g, r), g->run.eval_s);
+    if (g->run.reporter)
+        fprintf(f, "job_s = %.6f\njob_paused_s = %.6f\njob_images_per_s = %.3f\n", r->job_s,
+                g->run.job_paused_s,
+                r->job_s > 0 ? (double)r->minibatches * g->nvws * g->batch / r->job_s : 0.0);
     if (g->wsp.ps) {
         struct hp_ps_stats ps;
         hp_ps_client_stats(g->wsp.ps, &ps);
@@ -119,9 +124,9 @@ void hp_stage_print_start(const struct stage *g)
     fflush(stdout);
 }
 
-/* The summary of stage 0 of VW 0: where --stop-at stopped, images/s against the plan's
- * prediction, the parameter hash. */
-void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *res, double t_train)
+/* The summary of stage 0 of VW 0: where --stop-at stopped, this VW's images/s against the
+ * plan's prediction, the job's, the parameter hash. */
+void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *res)
 {
     const struct hp_options *o = g->o;
     const double pred = hp_stage_planned_rate(g) / (o->emulate > 0 ? o->emulate : 1.0);
@@ -132,13 +137,17 @@ void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *re
         printf("hetpipe: stopped: test accuracy %.2f%% >= %g%% (--stop-at) after %ld samples\n",
                100.0 * res->test_acc, o->stop_at, res->minibatches * g->batch * g->nvws);
     printf("hetpipe: trained %ld minibatches in %.1f s: %.0f img/s on this %s", res->minibatches,
-           t_train, res->images_per_s, g->dp ? "replica" : "virtual worker");
+           res->train_s, res->images_per_s, g->dp ? "replica" : "virtual worker");
     if (o->emulate > 0)
         printf(" (predicted %.0f for the emulated GPUs at scale %g: ratio %.2f)", pred, o->emulate,
                res->images_per_s / pred);
-    if (g->nvws > 1) /* every VW's (replica's) minibatches over this one's time */
-        printf("; the job %.0f img/s",
-               t_train > 0 ? (double)res->minibatches * g->nvws * g->batch / t_train : 0.0);
+    /* every VW (replica) trains the same minibatches: all of them over the job's time */
+    if (g->nvws > 1)
+        printf("\nhetpipe: the job trained %ld images in %.1f s: %.0f img/s (wall clock from the "
+               "start of every %s to the end of the last, less %.1f s of evaluation pauses)",
+               res->minibatches * g->nvws * g->batch, res->job_s,
+               res->job_s > 0 ? (double)res->minibatches * g->nvws * g->batch / res->job_s : 0.0,
+               g->dp ? "replica" : "VW", g->run.job_paused_s);
     printf("\nhetpipe: parameters hash %016" PRIx64 "\n", res->param_hash);
     fflush(stdout);
 }

@@ -97,7 +97,10 @@ struct stage_run {
     long total_steps;       /* steps of the learning-rate schedule */
     long ek;                /* VW 0 evaluates every ek of its minibatches (0: epoch ends) */
     long nevals;            /* evaluation points passed */
-    double t_start, eval_s; /* training start; seconds of evaluation since */
+    double t_start;         /* training start: every worker begins together (start_point) */
+    double eval_s;          /* this stage's seconds at evaluation points: drained, waiting */
+    double job_paused_s;    /* reporter: seconds in which every worker was paused for them */
+    double job_s;           /* reporter, at the end: the job's training seconds */
     int stop;               /* --stop-at reached */
     int reporter;           /* stage 0 of VW 0: progress lines and metrics */
 };
@@ -160,6 +163,7 @@ void hp_wsp_print_clocks(const struct stage *g, double elapsed);
 int hp_eval_report(struct stage *g, struct hp_worker_result *res, int epoch, long nb, long my_mb,
                    long step, double train_s, int final, double *tl, double *ta);
 int hp_eval_reached(const struct stage *g, double acc);
+int hp_eval_gather(struct stage *g, long n, double *t_all);
 int hp_eval_verdict(struct stage *g, long n, int *stop);
 int hp_stage_param_hash(struct stage *g, uint64_t *out);
 
@@ -172,6 +176,6 @@ double hp_stage_planned_rate(const struct stage *g);
 int hp_stage_open_files(struct stage *g);
 int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r);
 void hp_stage_print_start(const struct stage *g);
-void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *res, double t_train);
+void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *res);
 
 #endif

@@ -199,6 +199,46 @@ PY
     [ "$status" -eq 0 ]
 }
 
+@test "evaluation pauses every VW, the slower too, and the job's time is the slowest VW's" {
+    # VW 0 (titanv) is 2.7x faster than VW 1 (p4000): VW 0 reaches each evaluation point
+    # first and waits for VW 1 there before it evaluates
+    printf '[cluster]\nname = fastfirst\n[node1]\ngpus = titanv:1\n[node2]\ngpus = p4000:1\n' \
+        > "$TMP/fastfirst.ini"
+    traced "$TMP/fastfirst.ini" 4 1 --policy np --emulate 100 --train-limit 3840 \
+        --eval-every 1280 --test-limit 256 --stats "$TMP/s"
+    job=$(sed -n 's/^hetpipe: the job trained \([0-9]*\) images in \([0-9.]*\) s: \([0-9]*\) img\/s.*/\1 \2 \3/p' <<< "$output")
+    # every worker pushed its wave before each evaluation point before VW 0 pulled for it
+    run python3 - "$TMP/t.0" "$TMP/t.1" <<'PY'
+import csv, sys
+rows0 = list(csv.DictReader(open(sys.argv[1])))
+rows1 = list(csv.DictReader(open(sys.argv[2])))
+evals = [float(r["t0"]) for r in rows0 if r["event"] == "evalpull"]
+pushed = {int(r["wave"]): float(r["t1"]) for r in rows1 if r["event"] == "push"}
+for k, t in enumerate(evals[:-1]):
+    w = 10 * (k + 1) - 1
+    print("evaluation %d at %.3f, VW 1 pushed wave %d at %.3f" % (k, t, w, pushed[w]))
+    assert pushed[w] <= t, "VW 1 still trained during VW 0's evaluation %d" % k
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # the job's time is the slowest rank's training time (within 5%), and its rate the
+    # images of every VW over it
+    run awk -v job="$job" -F' = ' '
+        $1 == "train_s" && $2 > slow { slow = $2 }
+        $1 == "job_s" { js = $2 }
+        END {
+            split(job, j, " ")
+            printf "printed: %d images in %s s (%s img/s); stats job_s %.3f; slowest rank %.3f s\n",
+                j[1], j[2], j[3], js, slow
+            if (j[1] != 3840 || slow <= 0) exit 1
+            if (js < 0.95 * slow || js > 1.05 * slow) exit 1
+            if (j[2] < 0.95 * slow || j[2] > 1.05 * slow) exit 1
+            if (j[3] < 0.9 * 3840 / slow || j[3] > 1.1 * 3840 / slow) exit 1
+        }' "$TMP"/s.0 "$TMP"/s.1
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
 @test "--stop-at: every rank stops at the first evaluation at or above it (WSP, one VW, dp)" {
     for case in "etc/clusters/local4.ini ed" "etc/clusters/demo.ini ed" "etc/clusters/demo.ini dp"; do
         set -- $case
