@@ -58,6 +58,11 @@ check_rules() {
     check_rules tests/clusters/wsp2x2.ini 2 4 3 3840
 }
 
+@test "WSP rules from traces: two VWs partitioned differently (np), D 1, Nm 2, evaluations" {
+    check_rules tests/clusters/mix2.ini 2 1 2 2560 --policy np --eval-every 1000
+    [[ "$output" == *"6 evaluation pulls"* ]]
+}
+
 @test "WSP rules from traces: 4 VWs of one GPU, D 2, Nm 2" {
     check_rules etc/clusters/local4.ini 4 2 2 3840
 }
@@ -98,6 +103,38 @@ check_rules() {
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"without a pull"* ]]
+}
+
+@test "the trace checker fails on every kind of broken push, answer, gate and final evaluation" {
+    # two VWs of two stages, two shards, evaluations within the epoch and a final one
+    traced tests/clusters/wsp2x2.ini 1 3 --train-limit 3840 --eval-every 1280
+    run python3 tests/wsp_check.py --staleness 1 --nm 3 "$TMP"/t.*
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"evaluation pulls"*"shard answers"* ]]
+    # MUTATION and what the checker must say
+    while IFS='|' read -r mut says; do
+        rm -rf "$TMP/bad"
+        run python3 tests/wsp_mutate.py "$mut" "$TMP/bad" "$TMP"/t.*
+        echo "$output"
+        [ "$status" -eq 0 ]
+        run python3 tests/wsp_check.py --staleness 1 --nm 3 "$TMP"/bad/t.*
+        echo "$mut: $output"
+        [ "$status" -eq 1 ]
+        [[ "$output" == *"FAILED"*$says* ]]
+    done <<'EOF'
+worker-last-push|pushed 9 waves of its 30 minibatches, the rule says 10
+worker-mb|minibatch records, its stage 0 has
+shard-push|PS shard
+shard-last-push|PS shard received 9 waves of vw
+shard-swap|PS shard got wave 2 of vw
+shard-phantom|waves of it
+gate-early|the gate is after the last minibatch of wave
+gate-late|ran without a pull
+threshold|the rule says
+final-threshold|did not wait for every VW's last wave
+final-short|the final evaluation must hold every VW's waves
+EOF
 }
 
 @test "one VW: WSP through the shards gives hetpipe train's losses and weights (Nm 1), and D changes nothing (Nm 3)" {
