@@ -36,3 +36,23 @@ kill_a_rank() {
     grep -q "was killed by signal 9" "$TMP/out"
     [ -z "$(pgrep -f "hetpipe-rank.*$TMP/run")" ]
 }
+
+# short_run NAME [ARGS...]: the short convergence run NAME of tests/short_runs.list (its
+# hetpipe arguments, then ARGS); it must reach the list's test accuracy. Sets $output and
+# $acc; prints the accuracy and the threshold on fd 3.
+short_run() {
+    local name=$1 line thr args
+    shift
+    line=$(awk -v r="$name" '!/^#/ && $1 == r' tests/short_runs.list)
+    [ -n "$line" ]
+    thr=$(echo "$line" | awk '{ print $2 }')
+    args=$(echo "$line" | cut -d' ' -f2- | sed 's/^ *[^ ]* *//')
+    # shellcheck disable=SC2086
+    run "$HETPIPE" $args "$@"
+    echo "$output" | grep -v '^ ' | tail -5
+    [ "$status" -eq 0 ]
+    acc=$(echo "$output" | sed -n 's/^epoch [0-9]*\/[0-9]* test loss .* accuracy \([0-9.]*\)%.*/\1/p' | tail -1)
+    echo "# short run $name: test accuracy $acc% (threshold $thr%)" >&3
+    [ -n "$acc" ]
+    awk -v a="$acc" -v t="$thr" 'BEGIN { exit !(t ~ /^[0-9.]+$/ && a >= t) }'
+}
