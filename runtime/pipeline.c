@@ -165,8 +165,7 @@ static int progress(struct stage *g, struct interval *iv, int epoch, long nb, lo
 }
 
 /* One epoch: forward passes while fewer than w minibatches are outstanding, else the backward
- * of the oldest; drained at every evaluation point (VW 0 evaluates every ek minibatches, every
- * other worker waits for its verdict). */
+ * of the oldest; drained at every evaluation point (every ek minibatches: eval_point). */
 static int train_epoch(struct stage *g, struct hp_worker_result *res, int epoch)
 {
     struct stage_run *run = &g->run;

@@ -42,9 +42,11 @@
  * the first minibatch of wave C >= 2 waits until every VW has pushed wave C - 2 - D of its
  * units, pulls them and rebases. VW 0 evaluates on the global weights.
  *
- * Evaluation (at each epoch's end, and every --eval-every samples): VW 0 runs the test set;
- * every other worker stops at the same point of its share and waits for stage 0 of VW 0's
- * verdict (go on, or stop: --stop-at), so that nothing trains during an evaluation.
+ * Evaluation (at each epoch's end, and every --eval-every samples): every worker stops at the
+ * same point of its share and tells stage 0 of VW 0, which waits for all of them (the slower
+ * VWs too); VW 0 runs the test set; every other worker waits for stage 0 of VW 0's verdict
+ * (go on, or stop: --stop-at). So nothing trains during an evaluation, and the job's training
+ * time (hp_worker_result.job_s) is rank 0's wall clock less exactly those pauses.
  *
  * The dp baseline (plan->grouping == HP_POLICY_DP, no PS shards): every VW is one stage with
  * the whole model, a replica. Replica r of R takes minibatch j R + r (size B) of the epoch's
