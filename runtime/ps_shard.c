@@ -309,6 +309,11 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
         rc = -HP_ENOMEM;
     if (!rc && o->trace && !(sh.trace = hp_ps_trace_open(o->trace, rank)))
         rc = -HP_EIO;
+    /* Shards never talk to each other, and one ends as soon as its workers are done: its exit
+     * must not fail this one's receives while a worker is still to say goodbye. */
+    for (int r = workers; r < plan->nranks && !rc; r++)
+        if (r != rank)
+            hp_comm_retire(comm, r);
     for (int left = workers; left > 0 && !rc;) {
         struct hp_msg_header h;
         rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap, -1);
