@@ -274,6 +274,9 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         res->comm_s = g.time.comm_s;
         res->other_s = t_train - g.time.compute_s - g.time.pad_s - g.time.comm_s;
         res->images_per_s = t_train > 0 ? (double)res->minibatches * g.batch / t_train : 0.0;
+        /* every VW (replica) trains the same minibatches: all of them over the job's time */
+        res->job_images_per_s =
+            res->job_s > 0 ? (double)res->minibatches * g.nvws * g.batch / res->job_s : 0.0;
         res->mem_peak = g.be->mem_peak;
         res->mem_predicted = g.st->memory;
         hp_stage_print_end(&g, res);

@@ -88,6 +88,7 @@ struct hp_worker_result {
     double compute_s, pad_s, comm_s, other_s; /* time in: net ops, emulation sleeps, waiting for
                                                peers (send/recv), everything else */
     double images_per_s;                      /* the VW's rate (stage 0) */
+    double job_images_per_s;                  /* stage 0 of VW 0: every VW's images over job_s */
     double test_loss, test_acc;               /* stage 0 */
     uint64_t param_hash;                      /* FNV-1a over the VW's parameters, stage by stage
                                                  (the last stage has the whole chain) */

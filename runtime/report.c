@@ -80,8 +80,7 @@ int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r
             r->test_acc, cpu_share(g, r), g->run.eval_s);
     if (g->run.reporter)
         fprintf(f, "job_s = %.6f\njob_paused_s = %.6f\njob_images_per_s = %.3f\n", r->job_s,
-                g->run.job_paused_s,
-                r->job_s > 0 ? (double)r->minibatches * g->nvws * g->batch / r->job_s : 0.0);
+                g->run.job_paused_s, r->job_images_per_s);
     if (g->wsp.ps) {
         struct hp_ps_stats ps;
         hp_ps_client_stats(g->wsp.ps, &ps);
@@ -141,12 +140,10 @@ void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *re
     if (o->emulate > 0)
         printf(" (predicted %.0f for the emulated GPUs at scale %g: ratio %.2f)", pred, o->emulate,
                res->images_per_s / pred);
-    /* every VW (replica) trains the same minibatches: all of them over the job's time */
     if (g->nvws > 1)
         printf("\nhetpipe: the job trained %ld images in %.1f s: %.0f img/s (wall clock from the "
                "start of every %s to the end of the last, less %.1f s of evaluation pauses)",
-               res->minibatches * g->nvws * g->batch, res->job_s,
-               res->job_s > 0 ? (double)res->minibatches * g->nvws * g->batch / res->job_s : 0.0,
+               res->minibatches * g->nvws * g->batch, res->job_s, res->job_images_per_s,
                g->dp ? "replica" : "VW", g->run.job_paused_s);
     printf("\nhetpipe: parameters hash %016" PRIx64 "\n", res->param_hash);
     fflush(stdout);

@@ -126,6 +126,7 @@ class Job:
     def check_shards(self):
         for path, rows in sorted(self.shards.items()):
             recv = collections.defaultdict(int)  # (x, s) -> waves received
+            most = collections.defaultdict(int)  # x -> the most waves of VW x on any units
             view = {}  # (v, s) -> the last view of its units
             for r in rows:
                 v, s, where = r["vw"], r["stage"], r["_where"]
@@ -140,6 +141,7 @@ class Job:
                         fail("%s: PS shard got wave %d of vw %d stage %d after %d waves"
                              % (where, w, v, s, recv[(v, s)]))
                     recv[(v, s)] += 1
+                    most[v] = max(most[v], recv[(v, s)])
                     if r["clock"] != w + 1 or got[v] != (w + 1, w + 1):
                         fail("%s: after wave %d of vw %d stage %d the shard's clock %d, view %s "
                              "of vw %d: both must be %d" % (where, w, v, s, r["clock"], got[v],
@@ -170,10 +172,9 @@ class Job:
                         self.eval_serves[(path, v, s)].append(got)
                     self.n["serve"] += 1
                 for x, (lo, hi) in enumerate(got):
-                    has = max([recv[(x, t)] for (y, t) in list(recv) if y == x] + [0])
-                    if not lo <= hi <= has:
+                    if not lo <= hi <= most[x]:
                         fail("%s: PS shard's view of vw %d is %d:%d, it has received %d waves "
-                             "of it" % (where, x, lo, hi, has))
+                             "of it" % (where, x, lo, hi, most[x]))
                     if (v, s) in view:
                         plo, phi = view[(v, s)][x]
                         if lo < plo or hi < phi:
