@@ -95,7 +95,8 @@ COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/cli.c common/ini.c comm
 RUNTIME_SRCS  := runtime/backend.c runtime/backend_cpu.c runtime/net.c runtime/data.c \
                  runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
                  runtime/pipeline.c runtime/schedule.c runtime/sync.c runtime/evaluate.c \
-                 runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_shard.c runtime/ps_client.c
+                 runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_shard.c runtime/ps_client.c \
+                 runtime/ckpt.c runtime/resume.c
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
                  launcher/slurm.c launcher/planjob.c launcher/layout.c launcher/rundir.c \
                  launcher/proc.c

@@ -43,6 +43,10 @@ enum hp_opt {
     HP_OPT_MODEL,
     HP_OPT_BATCH,
     HP_OPT_EPOCHS,
+    HP_OPT_CHECKPOINT_DIR,
+    HP_OPT_CHECKPOINT_EVERY,
+    HP_OPT_CHECKPOINT_KEEP,
+    HP_OPT_RESUME,
     HP_OPT_DRY_RUN,
     /* planning */
     HP_OPT_NM_MAX,
@@ -146,6 +150,8 @@ extern const struct hp_opt_info hp_opts[HP_OPT_COUNT];
 struct hp_options {
     long policy, placement, staleness, nm, batch, epochs, dry_run;
     const char *model;
+    const char *checkpoint_dir, *checkpoint_every, *resume;
+    long checkpoint_keep;
     long nm_max, seed, quiet;
     const char *cluster, *config, *profile, *out;
     double lr, momentum, weight_decay;

@@ -3,6 +3,7 @@
  * supervise them: the first rank that fails stops the others, naming its role and cause.
  */
 #include "backend.h"
+#include "ckpt.h"
 #include "cli.h"
 #include "clock.h"
 #include "commands.h"
@@ -40,15 +41,58 @@ struct local {
     char dir[4096], boot[4200], plan_path[4200], rank_bin[4096], emu[64];
     const char *av[MAX_ARGS];
     char store[1 << 17]; /* the strings of av */
+    char resume[4200]; /* --resume resolved */
     pid_t *pids;
-    int failed; /* the first rank that failed, nranks when interrupted, -1 */
+    int failed;  /* the first rank that failed, nranks when interrupted, -1 */
+    int stopped; /* ranks that checkpointed and stopped on request */
 };
 
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted, requested;
+
+/* With checkpoints on, the first SIGINT, SIGTERM or SIGUSR1 asks the ranks for a checkpoint
+ * and a stop (SIGUSR1 to each); a second SIGINT or SIGTERM stops them at once. */
+static int ckpt_on;
 
 static void on_signal(int sig)
 {
-    interrupted = sig;
+    if (ckpt_on && !requested)
+        requested = sig;
+    else if (sig != SIGUSR1)
+        interrupted = sig;
+}
+
+/* --resume auto|DIR: the newest valid checkpoint in --checkpoint-dir, or DIR checked. */
+static int resolve_resume(struct local *L)
+{
+    struct hp_ckpt_info ci;
+    char why[512];
+
+    if (!L->o.resume)
+        return 0;
+    if (!strcmp(L->o.resume, "auto")) {
+        if (!L->o.checkpoint_dir) {
+            hp_error("run: option '--resume auto' needs '--checkpoint-dir DIR': where to look");
+            return -HP_EINVAL;
+        }
+        const int rc = hp_ckpt_latest(L->o.checkpoint_dir, &ci);
+        if (rc < 0)
+            return rc;
+        if (rc > 0) {
+            printf("run: no checkpoint in %s: starting from the beginning\n", L->o.checkpoint_dir);
+            L->o.resume = NULL;
+            return 0;
+        }
+    } else if (hp_ckpt_check(L->o.resume, 1, &ci, why, sizeof(why))) {
+        hp_error("run: option '--resume': %s is not a valid checkpoint: %s", L->o.resume, why);
+        return -HP_EDATA;
+    }
+    snprintf(L->resume, sizeof(L->resume), "%s", ci.dir);
+    L->o.resume = L->resume;
+    printf("run: resuming from checkpoint %ld in %s (epoch %ld, %ld samples trained, taken under "
+           "%d VWs, %d ranks)\n",
+           ci.seq, ci.dir, ci.epoch + 1, ci.samples, ci.nvws, ci.nranks);
+    hp_ckpt_info_release(&ci);
+    return 0;
 }
 
 /* Whole-model forward + backward seconds per minibatch on this CPU: the fastest of 5 steps
@@ -162,8 +206,10 @@ static int fork_ranks(struct local *L)
         return -HP_ENOMEM;
     snprintf(parent, sizeof(parent), "%ld", (long)getpid());
     sa.sa_handler = on_signal;
+    ckpt_on = L->o.checkpoint_dir != NULL;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     for (int r = 0; r < n; r++) {
         pid_t pid = fork();
         if (pid < 0) {
@@ -189,6 +235,10 @@ static void rank_ended(struct local *L, int r, int status, double *kill_at)
 {
     char role[256], logp[4300];
 
+    if (WIFEXITED(status) && WEXITSTATUS(status) == HP_CKPT_EXIT) {
+        L->stopped++;
+        return;
+    }
     if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || L->failed >= 0)
         return;
     L->failed = r;
@@ -222,6 +272,14 @@ static void supervise(struct local *L)
         int status, r = 0;
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid == 0 || (pid < 0 && errno == EINTR)) {
+            if (requested > 0 && L->failed < 0) {
+                printf("run: signal %d (%s): the ranks checkpoint at the next job point and stop "
+                       "(again to stop at once)\n",
+                       (int)requested, strsignal((int)requested));
+                fflush(stdout);
+                signal_all(L, SIGUSR1);
+                requested = -1;
+            }
             if (interrupted && L->failed < 0) {
                 hp_error("run: interrupted (signal %d): stopping the ranks", (int)interrupted);
                 L->failed = n;
@@ -269,6 +327,8 @@ int hp_cmd_run(int argc, char **argv)
     rc = hp_rank_binary("run", L->rank_bin, sizeof(L->rank_bin))
              ? -HP_EINVAL
              : hp_job_plan(&L->o, NULL, &L->job);
+    if (!rc)
+        rc = resolve_resume(L);
     if (!rc) {
         hp_job_print(&L->job, stdout);
         rc = prepare(L);
@@ -283,13 +343,17 @@ int hp_cmd_run(int argc, char **argv)
     if (L->failed >= 0 || (rc && L->dir[0])) {
         fprintf(stderr, "hetpipe run: failed; plan, logs and address files kept in %s\n", L->dir);
         rc = rc ? rc : -HP_EIO;
+    } else if (!rc && L->stopped) {
+        printf("hetpipe run: checkpointed and stopped on request; resume with the same options "
+               "and --resume auto (exit status %d); plan and logs in %s\n",
+               HP_CKPT_EXIT, L->dir);
     } else if (!rc && !L->o.keep && !L->o.run_dir) {
         if (hp_remove_tree(L->dir))
             hp_warn("run: could not remove %s", L->dir);
     } else if (!rc) {
         printf("hetpipe run: plan and logs in %s\n", L->dir);
     }
-    rc = rc ? 1 : 0;
+    rc = rc ? 1 : L->stopped ? HP_CKPT_EXIT : 0;
 out_status:
     free(L->pids);
     hp_job_release(&L->job);

@@ -38,8 +38,9 @@ enum hp_msg_type {
     HP_MSG_CONTROL = 5,    /* bootstrap, barriers, shutdown */
     HP_MSG_EVAL = 6,       /* evaluation: activations forward, results back */
     HP_MSG_ALLREDUCE = 7,  /* dp: a chunk of the ring allreduce */
+    HP_MSG_CHECKPOINT = 8, /* checkpoint: marks to the shards, parts written, the outcome */
 };
-#define HP_MSG_TYPE_LAST HP_MSG_ALLREDUCE
+#define HP_MSG_TYPE_LAST HP_MSG_CHECKPOINT
 #define HP_MSG_ANY_TYPE 0 /* hp_comm_recv: the next message of any type (h->type says which) */
 
 /* The fixed header of every message (64 bytes, host byte order). Fields that do not apply to

@@ -191,28 +191,33 @@ int hp_eval_reached(const struct stage *g, double acc)
  * reached --stop-at stops everywhere at the same point. No deadlock under WSP: at a point P
  * every VW has pushed waves 0 .. P / Nm - 1, and reaching P needs at most waves
  * (P - 1) / Nm - 1 - D of the others (wave_gate); dp's replicas are in step anyway. */
-int hp_eval_gather(struct stage *g, long n, double *t_all)
+int hp_eval_gather(struct stage *g, long n, double *t_all, int *req)
 {
     const int to = hp_plan_stage_rank(g->plan, 0, 0);
     const int workers = g->plan->nranks - g->plan->nshards;
     struct hp_msg_header h = {
-        .type = HP_MSG_CONTROL, .vw = g->v, .stage = g->s, .minibatch = n, .clock = 0};
+        .type = HP_MSG_CONTROL, .vw = g->v, .stage = g->s, .minibatch = n, .clock = *req != 0};
     int rc = 0;
 
     if (g->rank != to) {
         rc = hp_comm_send(g->comm, to, &h, NULL, g->timeout_ms);
     } else {
-        /* a slower VW may take long to get here: no timeout, but a dead peer ends the wait */
+        /* a slower VW may take long to get here (long_wait_ms); a dead peer ends the wait */
         for (int r = 0; r < workers && !rc; r++) {
             if (r == to)
                 continue;
-            rc = hp_comm_recv(g->comm, r, HP_MSG_CONTROL, &h, NULL, 0, -1);
-            if (!rc && (h.minibatch != n || h.clock != 0)) {
+            rc = hp_comm_recv(g->comm, r, HP_MSG_CONTROL, &h, NULL, 0, g->long_wait_ms);
+            if (!rc && (h.minibatch != n || h.clock < 0 || h.clock > 1)) {
                 hp_error("vw %d stage %d: protocol error: expected rank %d at job point %ld, got "
                          "%" PRId64 " (%" PRId64 ")",
                          g->v, g->s, r, n, h.minibatch, h.clock);
                 rc = -HP_EPROTOCOL;
             }
+            if (!rc)
+                *req |= (int)h.clock;
+            else if (rc == -HP_ETIMEOUT)
+                hp_error("vw %d stage %d: rank %d did not reach job point %ld within %.0f s",
+                         g->v, g->s, r, n, g->long_wait_ms / 1000.0);
         }
         *t_all = hp_now_s();
     }
@@ -221,29 +226,37 @@ int hp_eval_gather(struct stage *g, long n, double *t_all)
     return rc;
 }
 
-int hp_eval_verdict(struct stage *g, long n, int *stop)
+int hp_eval_verdict(struct stage *g, long n, unsigned *flags, long *seq)
 {
     const int from = hp_plan_stage_rank(g->plan, 0, 0);
     const int workers = g->plan->nranks - g->plan->nshards;
-    struct hp_msg_header h = {
-        .type = HP_MSG_CONTROL, .vw = g->v, .stage = g->s, .minibatch = n, .clock = *stop};
+    struct hp_msg_header h = {.type = HP_MSG_CONTROL,
+                              .vw = g->v,
+                              .stage = g->s,
+                              .minibatch = n,
+                              .clock = -1,
+                              .payload_bytes = 2 * sizeof(int64_t)};
+    int64_t pay[2] = {(int64_t)*flags, *seq};
     int rc = 0;
 
     if (g->rank == from) {
         for (int r = 0; r < workers && !rc; r++)
             if (r != from)
-                rc = hp_comm_send(g->comm, r, &h, NULL, g->timeout_ms);
+                rc = hp_comm_send(g->comm, r, &h, pay, g->timeout_ms);
     } else {
-        /* VW 0's evaluation may take long: no timeout, but a dead peer ends the wait */
-        rc = hp_comm_recv(g->comm, from, HP_MSG_CONTROL, &h, NULL, 0, -1);
-        if (!rc && (h.minibatch != n || h.clock < 0 || h.clock > 1)) {
+        /* VW 0's evaluation may take long (long_wait_ms); a dead peer ends the wait */
+        rc = hp_comm_recv(g->comm, from, HP_MSG_CONTROL, &h, pay, sizeof(pay), g->long_wait_ms);
+        if (!rc && (h.minibatch != n || h.payload_bytes != sizeof(pay) || pay[0] < 0 ||
+                    pay[0] > 7 || pay[1] < 0)) {
             hp_error("vw %d stage %d: protocol error: expected the verdict of job point %ld from "
                      "rank %d, got %" PRId64 " (%" PRId64 ")",
-                     g->v, g->s, n, from, h.minibatch, h.clock);
+                     g->v, g->s, n, from, h.minibatch, pay[0]);
             rc = -HP_EPROTOCOL;
         }
-        if (!rc)
-            *stop = (int)h.clock;
+        if (!rc) {
+            *flags = (unsigned)pay[0];
+            *seq = pay[1];
+        }
     }
     if (rc)
         hp_error("vw %d stage %d: after job point %ld: %s", g->v, g->s, n, hp_strerror(rc));

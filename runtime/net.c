@@ -443,6 +443,11 @@ size_t hp_net_nstate(const struct hp_net *net)
     return net->nstate;
 }
 
+float *hp_net_momentum(struct hp_net *net)
+{
+    return net->momentum;
+}
+
 float *hp_net_state(struct hp_net *net)
 {
     return net->state;

@@ -84,6 +84,7 @@ int hp_net_sgd(struct hp_net *net, float lr, float momentum, float weight_decay)
 size_t hp_net_nparams(const struct hp_net *net);
 float *hp_net_params(struct hp_net *net);
 float *hp_net_grads(struct hp_net *net);
+float *hp_net_momentum(struct hp_net *net); /* parallel to the parameters */
 size_t hp_net_nstate(const struct hp_net *net);
 float *hp_net_state(struct hp_net *net);
 

@@ -19,6 +19,8 @@ static int worker_init(struct stage *g, const struct hp_gpudb *db)
     int rc;
 
     g->timeout_ms = (int)(g->o->timeout * 1000.0);
+    const double wait_s = hp_plan_wait_s(g->plan, g->o, g->model->nparams + g->model->nstate);
+    g->long_wait_ms = wait_s < 2e6 ? (int)(wait_s * 1000.0) : 2000000000;
     g->nvws = g->plan->nvws;
     if (hp_plan_rank_stage(g->plan, g->rank, &g->v, &g->s)) {
         hp_error("rank %d is not a worker of the plan (%d workers)", g->rank,
@@ -85,33 +87,74 @@ static int load_data(struct stage *g)
 static int start_point(struct stage *g)
 {
     double t_all = 0.0;
-    int stop = 0;
-    int rc = hp_eval_gather(g, -1, &t_all);
+    unsigned flags = 0;
+    long seq = 0;
+    int req = 0;
+    int rc = hp_eval_gather(g, -1, &t_all, &req);
 
     if (!rc)
-        rc = hp_eval_verdict(g, -1, &stop);
-    g->run.t_start = hp_now_s();
+        rc = hp_eval_verdict(g, -1, &flags, &seq);
+    g->run.t_start = g->ck.last_t = hp_now_s();
     return rc;
 }
 
-/* An evaluation point (nb < 0: the end of an epoch; last: the end of the job): every worker
- * arrives (hp_eval_gather), VW 0 evaluates, every worker learns the verdict (not at the end).
- * Every worker is paused from the last arrival to the verdict: not the job's training time.
- * A stage's own time here, drained and waiting, is not its training time either. */
-static int eval_point(struct stage *g, struct hp_worker_result *res, int epoch, long nb, long step,
-                      int last)
+/* The reporter's verdict at a job point: stop (--stop-at, or a request after its checkpoint),
+ * checkpoint (due, or requested); a new checkpoint directory for it. */
+static unsigned decide(struct stage *g, long nb, int req, int last, long *seq, char *dir,
+                       size_t n)
+{
+    unsigned flags = g->run.stop ? HP_VERDICT_STOP : 0u;
+
+    if (last || g->run.stop || !g->o->checkpoint_dir)
+        return flags;
+    if (req || hp_ckpt_due(g, nb)) {
+        if (hp_ckpt_new_dir(g->o->checkpoint_dir, g->ck.seq, seq, dir, n))
+            return req ? flags | HP_VERDICT_STOP | HP_VERDICT_REQUEST : flags;
+        flags |= HP_VERDICT_CKPT | (req ? HP_VERDICT_STOP | HP_VERDICT_REQUEST : 0u);
+    }
+    return flags;
+}
+
+/* A job point (nb < 0: the end of an epoch; last: the end of the job; evaluate: VW 0 runs the
+ * test set): every worker arrives (hp_eval_gather), VW 0 evaluates, every worker learns the
+ * verdict (not at the end): go on, checkpoint, stop. Every worker is paused from the last
+ * arrival to the verdict and the checkpoint: not the job's training time. A stage's own time
+ * here, drained and waiting, is not its training time either. */
+static int job_point(struct stage *g, struct hp_worker_result *res, int epoch, long nb, long step,
+                     int last, int evaluate)
 {
     struct stage_run *run = &g->run;
     const double te = hp_now_s();
     double t_all = te, tl = 0.0, ta = 0.0;
-    int rc = hp_eval_gather(g, run->nevals, &t_all);
+    int req = hp_ckpt_requested != 0;
+    unsigned flags = 0;
+    long seq = 0;
+    char dir[4200] = "";
+    int rc = hp_eval_gather(g, run->npoints, &t_all, &req);
     const double job_s = t_all - run->t_start - run->job_paused_s;
 
-    if (!rc && g->v == 0)
+    if (!rc && g->v == 0 && evaluate)
         rc = hp_eval_report(g, res, epoch, nb, run->my_mb, step, job_s, last && nb < 0, &tl, &ta);
-    run->stop = hp_eval_reached(g, ta);
+    if (evaluate)
+        run->stop = hp_eval_reached(g, ta);
+    if (!rc && g->run.reporter)
+        flags = decide(g, nb < 0 ? run->my_mb : nb, req, last, &seq, dir, sizeof(dir));
     if (!rc && !last)
-        rc = hp_eval_verdict(g, run->nevals++, &run->stop);
+        rc = hp_eval_verdict(g, run->npoints, &flags, &seq);
+    run->npoints++;
+    if (evaluate)
+        run->nevals++;
+    run->stop = (flags & HP_VERDICT_STOP) != 0;
+    if (!rc && (flags & HP_VERDICT_CKPT)) {
+        int ok = 0;
+        if (!g->run.reporter)
+            snprintf(dir, sizeof(dir), "%s/ckpt-%ld", g->o->checkpoint_dir, seq);
+        rc = hp_stage_checkpoint(g, seq, dir, nb < 0 ? epoch + 1 : epoch, nb < 0 ? 0 : nb, &ok);
+        g->ck.stopped = ok && (flags & HP_VERDICT_REQUEST);
+    } else if (!rc && (flags & HP_VERDICT_REQUEST)) {
+        hp_error("stopping on request without a checkpoint (it could not be started)");
+        rc = -HP_EIO;
+    }
     const double now = hp_now_s();
     run->eval_s += now - te;
     if (last || run->stop)
@@ -164,27 +207,41 @@ static int progress(struct stage *g, struct interval *iv, int epoch, long nb, lo
     return 0;
 }
 
-/* One epoch: forward passes while fewer than w minibatches are outstanding, else the backward
- * of the oldest; drained at every evaluation point (every ek minibatches: eval_point). */
-static int train_epoch(struct stage *g, struct hp_worker_result *res, int epoch)
+/* The next job point after nb: a multiple of the evaluation interval ek or of the checkpoint
+ * interval ck (my_mb: none before the epoch's end). */
+static long next_point(const struct stage *g, long nb)
+{
+    long p = g->run.my_mb;
+
+    if (g->run.ek && (nb / g->run.ek + 1) * g->run.ek < p)
+        p = (nb / g->run.ek + 1) * g->run.ek;
+    if (g->ck.ck && (nb / g->ck.ck + 1) * g->ck.ck < p)
+        p = (nb / g->ck.ck + 1) * g->ck.ck;
+    return p;
+}
+
+/* One epoch from the VW's minibatch nb0: forward passes while fewer than w minibatches are
+ * outstanding, else the backward of the oldest; drained at every job point (job_point). */
+static int train_epoch(struct stage *g, struct hp_worker_result *res, int epoch, long nb0)
 {
     struct stage_run *run = &g->run;
     const long my_mb = run->my_mb, step_base = (long)epoch * run->total_mb;
-    long nf = 0, nb = 0, next_eval = run->ek ? run->ek : my_mb;
+    const long ebase = (long)epoch * my_mb;
+    long nf = nb0, nb = nb0, lim = next_point(g, nb0);
     struct interval iv = {.t0 = hp_now_s()};
     int rc = 0;
 
     if (g->s == 0)
         hp_permute(g->data.perm, g->data.train.n < run->ntrain ? g->data.train.n : run->ntrain,
                    hp_rng_derive(g->plan->opts.seed, 0x1000 + (uint64_t)epoch));
-    g->wsp.pbase = (long)epoch * my_mb;
+    g->wsp.pbase = ebase - g->ck.q0;
     while (nb < my_mb && !rc) {
-        const long lim = next_eval < my_mb ? next_eval : my_mb;
-        if (nb == lim) { /* drained for an evaluation within the epoch */
+        if (nb == lim) { /* drained for a job point within the epoch */
             const double e0 = run->eval_s;
-            rc = eval_point(g, res, epoch, nb, step_base + nb * g->nvws, 0);
+            const int evaluate = run->ek && nb % run->ek == 0;
+            rc = job_point(g, res, epoch, nb, step_base + nb * g->nvws, 0, evaluate);
             iv.t0 += run->eval_s - e0;
-            next_eval += run->ek;
+            lim = next_point(g, nb);
             if (run->stop)
                 break;
             continue;
@@ -192,10 +249,10 @@ static int train_epoch(struct stage *g, struct hp_worker_result *res, int epoch)
         /* dp: the step of hetpipe train at R x B; else the job's minibatch index */
         if (nf < lim && nf - nb < g->sched.w) {
             const long m = nf * g->nvws + g->v;
-            rc = hp_stage_forward(g, nf, nb, m, g->dp ? g->wsp.pbase + nf : step_base + m);
+            rc = hp_stage_forward(g, nf, nb, m, g->dp ? ebase + nf : step_base + m);
             nf++;
         } else {
-            const long m = nb * g->nvws + g->v, step = g->dp ? g->wsp.pbase + nb : step_base + m;
+            const long m = nb * g->nvws + g->v, step = g->dp ? ebase + nb : step_base + m;
             double l = 0.0;
             int c = 0;
             rc = hp_stage_backward(g, nb, nf, step, run->total_steps, &l, &c);
@@ -211,7 +268,7 @@ static int train_epoch(struct stage *g, struct hp_worker_result *res, int epoch)
     if (last && g->wsp.ps && g->wsp.unpushed > 0) /* the partial last wave */
         rc = hp_wsp_push(g, hp_ps_pushed(g->wsp.ps));
     if (!rc)
-        rc = eval_point(g, res, epoch, -1, (long)(epoch + 1) * run->total_mb, last);
+        rc = job_point(g, res, epoch, -1, (long)(epoch + 1) * run->total_mb, last, 1);
     return rc;
 }
 
@@ -249,19 +306,26 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     int rc;
 
     memset(res, 0, sizeof(*res));
+    g.db = db;
     rc = worker_init(&g, db);
     if (g.v < 0)
         return rc;
     if (!rc)
         rc = load_data(&g);
     if (!rc)
+        rc = hp_ckpt_setup(&g);
+    if (!rc)
+        rc = hp_stage_restore(&g);
+    if (!rc)
         rc = hp_sync_setup(&g, g.run.my_mb);
+    if (!rc)
+        rc = hp_stage_restore_client(&g);
     if (!rc) {
         hp_stage_print_start(&g);
         rc = start_point(&g);
     }
-    for (int epoch = 0; epoch < o->epochs && !rc && !g.run.stop; epoch++)
-        rc = train_epoch(&g, res, epoch);
+    for (long epoch = g.ck.epoch0; epoch < o->epochs && !rc && !g.run.stop; epoch++)
+        rc = train_epoch(&g, res, (int)epoch, epoch == g.ck.epoch0 ? g.ck.nb0 : 0);
     /* the last evaluation point's time is in eval_s: this stage's end is where it began */
     const double t_train = hp_now_s() - g.run.t_start - g.run.eval_s;
     if (!rc)
@@ -284,6 +348,7 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     }
     if (!rc)
         rc = hp_ps_worker_done(plan, comm, rank, g.v, g.s, g.timeout_ms);
+    res->stopped = g.ck.stopped;
     hp_stage_teardown(&g);
     return rc;
 }

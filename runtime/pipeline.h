@@ -94,6 +94,7 @@ struct hp_worker_result {
                                                  (the last stage has the whole chain) */
     size_t mem_peak;                          /* device bytes, measured */
     double mem_predicted;                     /* the plan's */
+    int stopped; /* checkpointed and stopped on request (SIGUSR1, SIGTERM): exit HP_CKPT_EXIT */
 };
 
 /* Run worker rank `rank` of `plan` (model loaded, cluster as in the plan) over `comm`,
@@ -103,5 +104,9 @@ struct hp_worker_result {
 int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                   const struct hp_gpudb *db, const struct hp_model *model, int rank,
                   struct hp_comm *comm, const struct hp_options *o, struct hp_worker_result *res);
+
+/* The deadline of a rank's waits for other VWs, job points and checkpoints (seconds):
+ * --timeout plus the plan's longest legitimate wait at the run's pace (emulate.c). */
+double hp_plan_wait_s(const struct hp_plan *p, const struct hp_options *o, size_t model_floats);
 
 #endif

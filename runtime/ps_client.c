@@ -50,7 +50,7 @@ struct hp_ps_client {
     const struct hp_plan *plan;
     const struct hp_model *model;
     struct hp_comm *comm;
-    int v, s, rank, nvws, timeout_ms;
+    int v, s, rank, nvws, timeout_ms, wait_ms;
     int u0, u1;
     size_t n; /* the stage's floats */
     struct link *links;
@@ -85,6 +85,7 @@ int hp_ps_client_create(const struct hp_plan *plan, const struct hp_model *model
                                .rank = rank,
                                .nvws = plan->nvws,
                                .timeout_ms = timeout_ms,
+                               .wait_ms = timeout_ms,
                                .u0 = st->u0,
                                .u1 = st->u1,
                                .trace = trace,
@@ -242,11 +243,15 @@ int hp_ps_pull(struct hp_ps_client *c, const int64_t *thr, long wave)
         c->last[2 * x] = INT64_MAX;
         c->last[2 * x + 1] = -1;
     }
-    /* a pull waits as long as the slowest VW needs: no timeout, but a dead peer ends it */
+    /* a pull waits as long as the slowest VW needs (wait_ms); a dead peer ends it at once */
     for (int i = 0; i < c->nlinks && !rc; i++) {
         struct link *l = &c->links[i];
         const size_t bytes = l->floats * sizeof(float) + (size_t)c->nvws * 2 * sizeof(int64_t);
-        rc = hp_comm_recv_buf(c->comm, l->rank, HP_MSG_PULL, l->reply, -1);
+        rc = hp_comm_recv_buf(c->comm, l->rank, HP_MSG_PULL, l->reply, c->wait_ms);
+        if (rc == -HP_ETIMEOUT)
+            hp_error("vw %d stage %d: PS shard rank %d did not answer the pull for wave %ld within "
+                     "%.0f s (a VW has stopped training)",
+                     c->v, c->s, l->rank, wave, c->wait_ms / 1000.0);
         const struct hp_msg_header *h = hp_msg_buf_header(l->reply);
         if (!rc && (h->vw != c->v || h->stage != c->s || h->minibatch != wave ||
                     h->payload_bytes != bytes)) {
@@ -350,4 +355,56 @@ long hp_ps_pushed(const struct hp_ps_client *c)
 void hp_ps_trace_incl(const struct hp_ps_client *c, FILE *f)
 {
     client_incl(c, f, c->incl);
+}
+
+size_t hp_ps_client_blob_bytes(const struct hp_ps_client *c)
+{
+    return (2 + 4 * (size_t)c->nvws) * sizeof(int64_t) + c->n * sizeof(float);
+}
+
+void hp_ps_client_save(const struct hp_ps_client *c, void *blob)
+{
+    int64_t *h = blob;
+
+    h[0] = c->pushed;
+    h[1] = c->global;
+    memcpy(h + 2, c->incl, 2 * (size_t)c->nvws * sizeof(int64_t));
+    memcpy(h + 2 + 2 * c->nvws, c->last, 2 * (size_t)c->nvws * sizeof(int64_t));
+    memcpy(h + 2 + 4 * c->nvws, c->S, c->n * sizeof(float));
+}
+
+int hp_ps_client_restore(struct hp_ps_client *c, const void *blob, size_t bytes)
+{
+    const int64_t *h = blob;
+
+    if (bytes != hp_ps_client_blob_bytes(c) || h[0] < 0)
+        return -HP_EDATA;
+    c->pushed = (long)h[0];
+    c->global = h[1];
+    memcpy(c->incl, h + 2, 2 * (size_t)c->nvws * sizeof(int64_t));
+    memcpy(c->last, h + 2 + 2 * c->nvws, 2 * (size_t)c->nvws * sizeof(int64_t));
+    memcpy(c->S, h + 2 + 4 * c->nvws, c->n * sizeof(float));
+    memcpy(c->g, c->S, c->n * sizeof(float));
+    return 0;
+}
+
+int hp_ps_checkpoint_mark(const struct hp_plan *plan, struct hp_comm *comm, int vw, int stage,
+                          long seq, int timeout_ms)
+{
+    for (int r = hp_plan_first_shard(plan); r < plan->nranks; r++) {
+        const struct hp_msg_header h = {
+            .type = HP_MSG_CHECKPOINT, .vw = vw, .stage = stage, .minibatch = seq, .clock = -1};
+        int rc = hp_comm_send(comm, r, &h, NULL, timeout_ms);
+        if (rc) {
+            hp_error("vw %d stage %d: telling PS shard rank %d of checkpoint %ld: %s", vw, stage,
+                     r, seq, hp_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void hp_ps_client_set_wait(struct hp_ps_client *c, int wait_ms)
+{
+    c->wait_ms = wait_ms;
 }

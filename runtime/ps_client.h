@@ -42,6 +42,20 @@ void hp_ps_included(const struct hp_ps_client *c, int x, int64_t *min, int64_t *
  * plus the own updates not yet pushed; with one VW pulled == S and local is unchanged). */
 void hp_ps_rebase(struct hp_ps_client *c, float *local);
 
+/* The client's state for a checkpoint (waves pushed, the last pulls' clocks, its copy of the
+ * global weights): hp_ps_client_blob_bytes bytes into blob; restored under the same plan by
+ * hp_ps_client_restore (-HP_EDATA when it does not fit this client). */
+size_t hp_ps_client_blob_bytes(const struct hp_ps_client *c);
+void hp_ps_client_save(const struct hp_ps_client *c, void *blob);
+int hp_ps_client_restore(struct hp_ps_client *c, const void *blob, size_t bytes);
+
+/* Tell every PS shard that this worker's pushes for checkpoint `seq` have all been sent. */
+int hp_ps_checkpoint_mark(const struct hp_plan *plan, struct hp_comm *comm, int vw, int stage,
+                          long seq, int timeout_ms);
+
+/* How long a pull may wait for the other VWs' waves (default: the timeout given at create). */
+void hp_ps_client_set_wait(struct hp_ps_client *c, int wait_ms);
+
 /* Waves this client has pushed. */
 long hp_ps_pushed(const struct hp_ps_client *c);
 

@@ -3,10 +3,12 @@
 #include "ps_shard.h"
 
 #include "backend.h"
+#include "ckpt.h"
 #include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "net.h"
+#include "planfile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -57,7 +59,9 @@ struct shard {
     int nclients;
     int *client_of; /* [workers]: index into clients, -1 */
     FILE *trace;
-    int timeout_ms;
+    int timeout_ms, wait_ms;
+    int marks;     /* workers whose pushes for checkpoint `mark_seq` are all here */
+    long mark_seq;
 };
 
 static int ours(const struct shard *sh, int u)
@@ -286,15 +290,126 @@ static int shard_setup(struct shard *sh)
     return rc;
 }
 
-int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_model *model,
-              int rank, struct hp_comm *comm, const struct hp_options *o)
+/* ---- checkpoints ---- */
+
+/* Every worker's pushes before checkpoint `seq` are applied: write this shard's part (per
+ * unit: the global weights, every VW's clock) and tell the reporter. */
+static int checkpoint(struct shard *sh, const struct hp_options *o)
+{
+    const int n = sh->plan->nunits;
+    struct {
+        int64_t status;
+        uint64_t bytes;
+        uint32_t crc, pad;
+    } pn = {0};
+    struct hp_ckpt_writer *w = NULL;
+    int64_t *clk = malloc((size_t)sh->nvws * sizeof(int64_t));
+    char dir[4200];
+    int rc = clk ? 0 : -HP_ENOMEM;
+
+    snprintf(dir, sizeof(dir), "%s/ckpt-%ld", o->checkpoint_dir ? o->checkpoint_dir : ".",
+             sh->mark_seq);
+    if (!rc)
+        rc = hp_ckpt_part_create(dir, sh->rank, &w);
+    for (int u = 0; u < n && !rc; u++) {
+        if (!ours(sh, u))
+            continue;
+        for (int x = 0; x < sh->nvws; x++)
+            clk[x] = sh->clock[(size_t)x * n + u];
+        rc = hp_ckpt_part_add(w, HP_CK_GLOBAL, u, -1, sh->w + sh->off[u],
+                              sh->model->units[u].nparams * sizeof(float));
+        if (!rc)
+            rc = hp_ckpt_part_add(w, HP_CK_CLOCKS, u, -1, clk, (size_t)sh->nvws * sizeof(int64_t));
+    }
+    if (rc)
+        hp_ckpt_part_abort(w);
+    else
+        rc = hp_ckpt_part_close(w, &pn.bytes, &pn.crc);
+    free(clk);
+    pn.status = rc != 0;
+    const struct hp_msg_header h = {.type = HP_MSG_CHECKPOINT,
+                                    .vw = -1,
+                                    .stage = -1,
+                                    .minibatch = sh->mark_seq,
+                                    .clock = -1,
+                                    .payload_bytes = sizeof(pn)};
+    sh->marks = 0;
+    return hp_comm_send(sh->comm, hp_plan_stage_rank(sh->plan, 0, 0), &h, &pn, sh->timeout_ms);
+}
+
+static int on_mark(struct shard *sh, const struct hp_msg_header *h, const struct hp_options *o)
+{
+    if (h->minibatch < 1 || (sh->marks > 0 && h->minibatch != sh->mark_seq)) {
+        hp_error("PS shard rank %d: protocol error: rank %d marked checkpoint %" PRId64
+                 " while %d workers marked %ld",
+                 sh->rank, h->src, h->minibatch, sh->marks, sh->mark_seq);
+        return -HP_EPROTOCOL;
+    }
+    sh->mark_seq = (long)h->minibatch;
+    if (++sh->marks < hp_plan_first_shard(sh->plan))
+        return 0;
+    return checkpoint(sh, o);
+}
+
+/* --resume: under the same plan this shard's own part (weights and clocks); under another,
+ * every unit it now owns from the checkpoint's consensus (its shards' global weights, or VW 0's
+ * where it had none), clocks from 0. */
+static int restore(struct shard *sh, const struct hp_gpudb *db, const char *dir)
+{
+    const int n = sh->plan->nunits;
+    struct hp_ckpt_info ci;
+    struct hp_plan old = {0};
+    struct hp_cluster cl = {0};
+    char why[512], path[4300], token[33];
+    int64_t *clk = malloc((size_t)sh->nvws * sizeof(int64_t));
+    int rc = clk ? 0 : -HP_ENOMEM;
+
+    if (!rc && hp_ckpt_check(dir, 0, &ci, why, sizeof(why))) {
+        hp_error("option '--resume': %s is not a valid checkpoint: %s", dir, why);
+        free(clk);
+        return -HP_EDATA;
+    }
+    snprintf(path, sizeof(path), "%s/plan.ini", dir);
+    if (!rc)
+        rc = hp_planfile_load(path, db, &old, &cl, token);
+    const int exact = !rc && hp_ckpt_same_layout(&old, sh->plan);
+    for (int u = 0; u < n && !rc; u++) {
+        struct hp_ckpt_reader *r = NULL;
+        int w, from;
+        if (!ours(sh, u))
+            continue;
+        hp_ckpt_unit_source(&old, 0, u, &w, &from);
+        from = exact ? sh->rank : from >= 0 ? from : w;
+        rc = hp_ckpt_part_open(dir, from, &r);
+        if (!rc)
+            rc = hp_ckpt_part_read(r, from >= hp_plan_first_shard(&old) ? HP_CK_GLOBAL
+                                                                         : HP_CK_PARAMS,
+                                   u, sh->w + sh->off[u],
+                                   sh->model->units[u].nparams * sizeof(float));
+        if (!rc && exact)
+            rc = hp_ckpt_part_read(r, HP_CK_CLOCKS, u, clk, (size_t)sh->nvws * sizeof(int64_t));
+        for (int x = 0; x < sh->nvws && !rc && exact; x++)
+            sh->clock[(size_t)x * n + u] = clk[x];
+        hp_ckpt_part_close_reader(r);
+    }
+    free(clk);
+    hp_plan_release(&old);
+    hp_cluster_release(&cl);
+    hp_ckpt_info_release(&ci);
+    return rc;
+}
+
+int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_gpudb *db,
+              const struct hp_model *model, int rank, struct hp_comm *comm,
+              const struct hp_options *o, int wait_ms)
 {
     struct shard sh = {.plan = plan,
                        .model = model,
                        .comm = comm,
                        .rank = rank,
                        .index = rank - hp_plan_first_shard(plan),
-                       .timeout_ms = (int)(o->timeout * 1000.0)};
+                       .timeout_ms = (int)(o->timeout * 1000.0),
+                       .wait_ms = wait_ms};
     const int workers = hp_plan_first_shard(plan);
     size_t cap = (size_t)plan->nvws * sizeof(int64_t);
     void *in = NULL;
@@ -302,6 +417,8 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
 
     (void)cl;
     rc = shard_setup(&sh);
+    if (!rc && o->resume)
+        rc = restore(&sh, db, o->resume);
     for (int i = 0; i < sh.nclients; i++)
         if (sh.clients[i].floats * sizeof(float) > cap)
             cap = sh.clients[i].floats * sizeof(float);
@@ -316,8 +433,11 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
             hp_comm_retire(comm, r);
     for (int left = workers; left > 0 && !rc;) {
         struct hp_msg_header h;
-        rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap, -1);
+        rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap, wait_ms);
         if (rc) {
+            if (rc == -HP_ETIMEOUT)
+                hp_error("PS shard rank %d: no worker sent anything for %.0f s", rank,
+                         wait_ms / 1000.0);
             hp_error("PS shard rank %d: waiting for %d worker rank%s: %s", rank, left,
                      left == 1 ? "" : "s", hp_strerror(rc));
             break;
@@ -332,6 +452,8 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
             }
             hp_comm_retire(comm, h.src);
             left--;
+        } else if (h.type == HP_MSG_CHECKPOINT && h.src < workers) {
+            rc = on_mark(&sh, &h, o);
         } else if (c && (h.vw != c->v || h.stage != c->s)) {
             hp_error("PS shard rank %d: protocol error: rank %d is vw %d stage %d, not vw %d "
                      "stage %d",

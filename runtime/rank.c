@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "binding.h"
 #include "bootstrap.h"
+#include "ckpt.h"
 #include "cli.h"
 #include "comm.h"
 #include "error.h"
@@ -143,6 +144,7 @@ struct rank {
     struct hp_binding *binding; /* by task, NULL without a binding file */
     uint8_t token[HP_MSG_TOKEN_LEN];
     long rank;
+    int stopped; /* checkpointed and stopped on request */
 };
 
 /* The site config, the plan (with the cluster it names) and the model; the job token. */
@@ -248,9 +250,36 @@ static int run_role(struct rank *r)
         rc = hp_boot_wireup(r->boot, r->comm, timeout_ms);
     if (rc)
         return rc;
-    if (r->rank >= hp_plan_first_shard(&r->plan))
-        return hp_ps_run(&r->plan, &r->cl, r->model, (int)r->rank, r->comm, &r->o);
-    return hp_worker_run(&r->plan, &r->cl, &r->db, r->model, (int)r->rank, r->comm, &r->o, &res);
+    if (r->rank >= hp_plan_first_shard(&r->plan)) {
+        const double wait_s = hp_plan_wait_s(&r->plan, &r->o, r->model->nparams);
+        return hp_ps_run(&r->plan, &r->cl, &r->db, r->model, (int)r->rank, r->comm, &r->o,
+                         wait_s < 2e6 ? (int)(wait_s * 1000.0) : 2000000000);
+    }
+    rc = hp_worker_run(&r->plan, &r->cl, &r->db, r->model, (int)r->rank, r->comm, &r->o, &res);
+    r->stopped = !rc && res.stopped;
+    return rc;
+}
+
+/* SIGUSR1 and SIGTERM ask for a checkpoint and a stop at the next job point (ckpt.h); a
+ * second SIGTERM ends the rank at once. Without --checkpoint-dir SIGTERM keeps its default
+ * and SIGUSR1 is ignored. */
+static void on_request(int sig)
+{
+    (void)sig;
+    hp_ckpt_requested = 1;
+}
+
+static void request_signals(const struct hp_options *o)
+{
+    struct sigaction sa = {0};
+
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = o->checkpoint_dir ? on_request : SIG_IGN;
+    sigaction(SIGUSR1, &sa, NULL);
+    if (o->checkpoint_dir) {
+        sa.sa_flags = SA_RESETHAND;
+        sigaction(SIGTERM, &sa, NULL);
+    }
 }
 
 /* Close the connections and PMIx under the watchdog, free everything, report a failure. */
@@ -271,7 +300,7 @@ static int rank_release(struct rank *r, int rc)
         hp_error("rank %ld failed: %s", r->rank, hp_strerror(rc));
     else if (rc && rc != -HP_EINVAL)
         hp_error("hetpipe-rank failed before it knew its rank: %s", hp_strerror(rc));
-    return rc ? 1 : 0;
+    return rc ? 1 : r->stopped ? HP_CKPT_EXIT : 0;
 }
 
 /* The command line; 0 to go on, else the exit status. */
@@ -310,10 +339,11 @@ int main(int argc, char **argv)
         return rc;
     if (r.o.threads)
         hp_backend_cpu_set_threads((int)r.o.threads);
-    /* started by hetpipe run --local: die with the launcher */
+    request_signals(&r.o);
+    /* started by hetpipe run --local: die with the launcher, also when stopped (SIGKILL) */
     if (getenv("HETPIPE_PARENT")) {
         long parent;
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (!hp_parse_long(getenv("HETPIPE_PARENT"), 1, 1L << 30, &parent) &&
             getppid() != (pid_t)parent)
             return 1;

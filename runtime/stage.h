@@ -17,6 +17,7 @@
 #include "data.h"
 #include "net.h"
 #include "pipeline.h"
+#include "ckpt.h"
 #include "ps_client.h"
 
 #include <stdint.h>
@@ -75,6 +76,19 @@ struct stage_data {
     int32_t *hlab;
 };
 
+/* Checkpoints (resume.c, ckpt.h). */
+struct stage_ckpt {
+    long every_samples;  /* --checkpoint-every N samples (0: none) */
+    double every_s;      /* --checkpoint-every in time (0: none) */
+    long ck;             /* job points every ck of the VW's minibatches (0: only evaluations) */
+    double last_t;       /* reporter: when the last checkpoint (or this run) began */
+    long seq;            /* the number of the last checkpoint taken or resumed from */
+    long epoch0, nb0;    /* where this run starts: epoch, the VW's minibatches into it */
+    long q0;             /* WSP: the VW minibatch the waves count from (0, or a re-plan's start) */
+    int stopped;         /* this run checkpointed and stopped on request */
+    int exact;           /* resumed under the same plan */
+};
+
 struct stage_logs {
     FILE *step_log, *weight_log, *metrics;
 };
@@ -97,6 +111,7 @@ struct stage_run {
     long total_steps;       /* steps of the learning-rate schedule */
     long ek;                /* VW 0 evaluates every ek of its minibatches (0: epoch ends) */
     long nevals;            /* evaluation points passed */
+    long npoints;           /* job points passed (every worker counts the same ones) */
     double t_start;         /* training start: every worker begins together (start_point) */
     double eval_s;          /* this stage's seconds at evaluation points: drained, waiting */
     double job_paused_s;    /* reporter: seconds in which every worker was paused for them */
@@ -110,7 +125,9 @@ struct stage {
     const struct hp_cluster *cl;
     const struct hp_model *model;
     const struct hp_options *o;
-    int timeout_ms; /* --timeout */
+    const struct hp_gpudb *db;
+    int timeout_ms;   /* --timeout */
+    int long_wait_ms; /* waits for other VWs and job points: timeout + the plan's slack */
     struct hp_comm *comm;
     int rank, v, s, k, nvws, batch, dp;
     const struct hp_stage_plan *st;
@@ -130,6 +147,7 @@ struct stage {
     struct stage_emu emu;
     struct stage_time time;
     struct stage_run run;
+    struct stage_ckpt ck;
 };
 
 /* schedule.c */
@@ -163,9 +181,24 @@ void hp_wsp_print_clocks(const struct stage *g, double elapsed);
 int hp_eval_report(struct stage *g, struct hp_worker_result *res, int epoch, long nb, long my_mb,
                    long step, double train_s, int final, double *tl, double *ta);
 int hp_eval_reached(const struct stage *g, double acc);
-int hp_eval_gather(struct stage *g, long n, double *t_all);
-int hp_eval_verdict(struct stage *g, long n, int *stop);
+/* Each worker's arrival carries its stop request (*req in, on the reporter everyone's out). */
+int hp_eval_gather(struct stage *g, long n, double *t_all, int *req);
+/* The reporter's verdict: flags (HP_VERDICT_*) and the checkpoint's number. */
+#define HP_VERDICT_STOP 1u
+#define HP_VERDICT_CKPT 2u
+#define HP_VERDICT_REQUEST 4u
+int hp_eval_verdict(struct stage *g, long n, unsigned *flags, long *seq);
 int hp_stage_param_hash(struct stage *g, uint64_t *out);
+
+/* resume.c */
+int hp_ckpt_setup(struct stage *g);
+int hp_stage_restore(struct stage *g);
+int hp_stage_restore_client(struct stage *g);
+/* At a job point whose verdict asked for checkpoint `seq` in `dir`: every rank writes its
+ * part, the reporter the manifest; *ok: whether the checkpoint is complete. */
+int hp_stage_checkpoint(struct stage *g, long seq, const char *dir, long epoch, long nb, int *ok);
+/* The reporter's decision at a job point (epoch, nb): 1 to checkpoint. */
+int hp_ckpt_due(struct stage *g, long nb);
 
 /* emulate.c */
 void hp_emulate_setup(struct stage *g);

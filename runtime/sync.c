@@ -138,7 +138,7 @@ int hp_sync_setup(struct stage *g, long my_mb)
         return 0;
     for (int x = 0; x < g->nvws; x++) {
         const long nm = p->vws[x].nm > 0 ? p->vws[x].nm : 1;
-        g->wsp.final_waves[x] = (g->o->epochs * my_mb + nm - 1) / nm;
+        g->wsp.final_waves[x] = (g->o->epochs * my_mb - g->ck.q0 + nm - 1) / nm;
     }
     if (g->o->trace && !(g->wsp.trace = hp_ps_trace_open(g->o->trace, g->rank)))
         return -HP_EIO;
@@ -148,6 +148,8 @@ int hp_sync_setup(struct stage *g, long my_mb)
     if (!rc)
         rc = hp_ps_client_create(p, g->model, g->v, g->s, g->cl->gpus[g->st->gpu].node, g->rank,
                                  g->comm, g->hparams, g->timeout_ms, g->wsp.trace, &g->wsp.ps);
+    if (!rc)
+        hp_ps_client_set_wait(g->wsp.ps, g->long_wait_ms);
     return rc;
 }
 
