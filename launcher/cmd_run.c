@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,18 @@ static int resolve_resume(struct local *L)
         }
     } else if (hp_ckpt_check(L->o.resume, 1, &ci, why, sizeof(why))) {
         hp_error("run: option '--resume': %s is not a valid checkpoint: %s", L->o.resume, why);
+        return -HP_EDATA;
+    }
+    const struct hp_plan *p = &L->job.plan;
+    if (ci.model_sig != hp_ckpt_model_sig(L->job.model) || ci.seed != p->opts.seed ||
+        ci.batch != p->opts.batch) {
+        hp_error("run: option '--resume': %s was taken for model '%s' with --seed %" PRIu64
+                 " --batch %ld; this job is model '%s' with --seed %" PRIu64 " --batch %d (the "
+                 "same model, seed and batch are needed: they decide the weights and the data "
+                 "order)",
+                 ci.dir, ci.model, ci.seed, ci.batch, L->job.model->name, (uint64_t)p->opts.seed,
+                 p->opts.batch);
+        hp_ckpt_info_release(&ci);
         return -HP_EDATA;
     }
     snprintf(L->resume, sizeof(L->resume), "%s", ci.dir);
@@ -241,6 +254,16 @@ static void rank_ended(struct local *L, int r, int status, double *kill_at)
     }
     if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || L->failed >= 0)
         return;
+    for (int q = 0; q < L->job.plan.nranks; q++) /* a stopped rank is the cause */
+        if (L->pids[q] > 0 && hp_proc_stopped(L->pids[q])) {
+            hp_plan_describe_rank(&L->job.plan, &L->job.cl, &L->job.db, q, role, sizeof(role));
+            hp_error("run: rank %d (%s) is stopped (SIGSTOP) and does not answer: rank %d gave "
+                     "up waiting for it; stopping the job",
+                     q, role, r);
+            L->failed = q;
+            signal_all(L, SIGKILL);
+            return;
+        }
     L->failed = r;
     hp_plan_describe_rank(&L->job.plan, &L->job.cl, &L->job.db, r, role, sizeof(role));
     if (WIFSIGNALED(status))

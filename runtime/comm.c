@@ -42,13 +42,17 @@ struct peer {
     ucp_ep_h ep;          /* NULL until connected, and again after a failure */
     ucs_status_t failure; /* set by the error handler (UCS_OK while healthy) */
     int pidfd;            /* a peer on this host: readable once it has exited; -1 otherwise */
+    pid_t pid;            /* a peer on this host: its process */
     int64_t next_check_ms;
+    int64_t stopped_since_ms; /* a peer on this host seen stopped (SIGSTOP) since, 0 */
+    int stopped;              /* failed: stopped longer than the comm's stop limit */
     int retired; /* said goodbye: its exit does not fail a receive from any peer */
 };
 
 struct hp_comm {
     int rank;
     int nranks;
+    int stop_limit_ms; /* a peer on this host stopped this long has failed */
     uint8_t token[HP_MSG_TOKEN_LEN];
     ucp_context_h context;
     ucp_worker_h worker;
@@ -142,17 +146,62 @@ static int exited(int pidfd)
 /* As wait_request, but give up early (UCS_ERR_CONNECTION_RESET) when the endpoint to `peer`
  * (>= 0) reports a failure, or a peer on this host has exited (polled every LIVENESS_MS): a
  * receive from a dead peer would otherwise wait out its timeout. */
-/* Has peer i failed? Polls a same-host peer's pidfd at most every LIVENESS_MS. */
+/* Whether process pid is stopped (state T or t in /proc/PID/stat). */
+static int is_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* the name may hold anything: the state follows it */
+    return rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't');
+}
+
+/* Has peer i failed? Polls a same-host peer's pidfd at most every LIVENESS_MS: exited, or
+ * stopped (SIGSTOP) for longer than the stop limit (a stopped peer never answers). */
 static int peer_failed(struct hp_comm *comm, int i, int64_t now)
 {
     struct peer *p = &comm->peers[i];
 
     if (p->pidfd >= 0 && p->failure == UCS_OK && now >= p->next_check_ms) {
         p->next_check_ms = now + LIVENESS_MS;
-        if (exited(p->pidfd))
+        if (exited(p->pidfd)) {
             p->failure = UCS_ERR_ENDPOINT_TIMEOUT;
+        } else if (!is_stopped(p->pid)) {
+            p->stopped_since_ms = 0;
+        } else if (!p->stopped_since_ms) {
+            p->stopped_since_ms = now;
+        } else if (now - p->stopped_since_ms >= comm->stop_limit_ms) {
+            p->stopped = 1;
+            p->failure = UCS_ERR_ENDPOINT_TIMEOUT;
+        }
     }
     return p->failure != UCS_OK;
+}
+
+/* Why peer p failed, for messages. */
+static const char *peer_cause(const struct hp_comm *comm, const struct peer *p, char *buf,
+                              size_t n)
+{
+    if (p->stopped)
+        snprintf(buf, n, "stopped (SIGSTOP) for more than %.0f s", comm->stop_limit_ms / 1000.0);
+    else
+        snprintf(buf, n, "%s", ucs_status_string(p->failure));
+    return buf;
+}
+
+void hp_comm_set_stop_limit(struct hp_comm *comm, int ms)
+{
+    comm->stop_limit_ms = ms > 0 ? ms : 1;
 }
 
 /* As wait_request, but UCS_ERR_CONNECTION_RESET as soon as `peer` fails; with
@@ -288,6 +337,7 @@ int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
     }
     comm->rank = rank;
     comm->nranks = nranks;
+    comm->stop_limit_ms = 60000;
     memcpy(comm->token, token, HP_MSG_TOKEN_LEN);
     comm->peers = calloc((size_t)nranks, sizeof(*comm->peers));
     comm->sbuf_cap = 64 * 1024;
@@ -390,7 +440,9 @@ int hp_comm_connect(struct hp_comm *comm, int peer, const void *addr, size_t len
         memcmp(mine.boot_id, theirs.boot_id, sizeof(mine.boot_id)) == 0 &&
         mine.pidns == theirs.pidns && theirs.pid > 0)
         p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)theirs.pid, 0); /* -1: as if remote */
+    p->pid = (pid_t)theirs.pid;
     p->next_check_ms = 0;
+    p->stopped_since_ms = 0;
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = (const ucp_address_t *)((const uint8_t *)addr + sizeof(theirs));
@@ -493,8 +545,9 @@ static int send_finish(struct hp_comm *comm, int peer, void *req, size_t bytes, 
     ucs_status_t status = wait_request_peer(comm, req, deadline_of(timeout_ms), peer, &failed);
 
     if (status == UCS_ERR_CONNECTION_RESET) {
+        char why[96];
         hp_error("cannot send %zu bytes to rank %d: the rank is gone (%s)", bytes, peer,
-                 ucs_status_string(p->failure));
+                 peer_cause(comm, p, why, sizeof(why)));
         close_force(comm, p);
         wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS));
         ucp_request_free(req);
@@ -589,8 +642,9 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
             status = ucp_tag_recv_request_test(req, &info);
         ucp_request_free(req);
         if (status == UCS_ERR_CANCELED && why == UCS_ERR_CONNECTION_RESET) {
+            char cause[96];
             hp_error("cannot receive from rank %d: the connection failed (%s): the rank is gone",
-                     failed, ucs_status_string(comm->peers[failed].failure));
+                     failed, peer_cause(comm, &comm->peers[failed], cause, sizeof(cause)));
             return -HP_EIO;
         }
         if (status == UCS_ERR_CANCELED) {

@@ -115,6 +115,10 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
  * order they arrive (from one sender: the order it sent them), and fails with -HP_EIO as
  * soon as any connected peer fails, except a retired one. */
 
+/* A peer on this host that has been stopped (SIGSTOP) for `ms` fails like one that exited
+ * (default 60 s; the ranks set --timeout). */
+void hp_comm_set_stop_limit(struct hp_comm *comm, int ms);
+
 /* Mark `peer` as gone on purpose (it said goodbye): its exit no longer fails a receive from
  * HP_COMM_ANY_PEER. Receives from it by name still fail. */
 int hp_comm_retire(struct hp_comm *comm, int peer);

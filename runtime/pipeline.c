@@ -151,6 +151,10 @@ static int job_point(struct stage *g, struct hp_worker_result *res, int epoch, l
             snprintf(dir, sizeof(dir), "%s/ckpt-%ld", g->o->checkpoint_dir, seq);
         rc = hp_stage_checkpoint(g, seq, dir, nb < 0 ? epoch + 1 : epoch, nb < 0 ? 0 : nb, &ok);
         g->ck.stopped = ok && (flags & HP_VERDICT_REQUEST);
+        if (!rc && !ok && (flags & HP_VERDICT_REQUEST)) {
+            hp_error("stopping on request, but checkpoint %ld could not be written", seq);
+            rc = -HP_EIO;
+        }
     } else if (!rc && (flags & HP_VERDICT_REQUEST)) {
         hp_error("stopping on request without a checkpoint (it could not be started)");
         rc = -HP_EIO;

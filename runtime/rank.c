@@ -247,6 +247,8 @@ static int run_role(struct rank *r)
     int rc = hp_comm_create((int)r->rank, r->plan.nranks, r->token, &r->comm);
 
     if (!rc)
+        hp_comm_set_stop_limit(r->comm, timeout_ms);
+    if (!rc)
         rc = hp_boot_wireup(r->boot, r->comm, timeout_ms);
     if (rc)
         return rc;

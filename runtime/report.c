@@ -132,7 +132,11 @@ void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *re
 
     if (!g->run.reporter)
         return;
-    if (g->run.stop)
+    if (g->ck.stopped)
+        printf("hetpipe: stopped on request (a signal) after checkpoint %ld; resume with "
+               "--resume auto\n",
+               g->ck.seq);
+    else if (g->run.stop)
         printf("hetpipe: stopped: test accuracy %.2f%% >= %g%% (--stop-at) after %ld samples\n",
                100.0 * res->test_acc, o->stop_at, res->minibatches * g->batch * g->nvws);
     printf("hetpipe: trained %ld minibatches in %.1f s: %.0f img/s on this %s", res->minibatches,
