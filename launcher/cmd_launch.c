@@ -7,11 +7,13 @@
  * Options: the command line, else the HETPIPE_* variables the --hetpipe-* options of
  * sbatch/salloc/srun set, else the table's defaults (common/options.h).
  */
+#include "ckpt.h"
 #include "cli.h"
 #include "commands.h"
 #include "error.h"
 #include "layout.h"
 #include "log.h"
+#include "parse.h"
 #include "planfile.h"
 #include "planjob.h"
 #include "proc.h"
@@ -41,6 +43,7 @@ struct launch {
     struct hp_layout L;
     unsigned long jobid;
     char dir[4096], plan_path[4200], bind_path[4200], host_path[4200], rank_bin[4096];
+    char ckpt_dir[4200], resume[4200];
     const char *av[MAX_ARGS];
     int ac;
     char store[1 << 17]; /* the ranks' option strings */
@@ -178,6 +181,36 @@ static void exec_srun(struct launch *l)
              strerror(errno));
 }
 
+/* Checkpoints: --checkpoint-every without --checkpoint-dir writes them to
+ * SUBMIT_DIR/hetpipe-JOBID.ckpt (the same for every run of a requeued job); a requeued job
+ * (SLURM_RESTART_COUNT >= 1) resumes from the newest valid one there by itself. */
+static int checkpoints(struct launch *l)
+{
+    const char *base = getenv("SLURM_SUBMIT_DIR"), *restarts = getenv("SLURM_RESTART_COUNT");
+    char cwd[4096];
+    long n = 0;
+
+    if (!l->o.checkpoint_dir && (l->o.checkpoint_every || l->o.resume)) {
+        if (!base || !*base)
+            base = getcwd(cwd, sizeof(cwd)) ? cwd : ".";
+        snprintf(l->ckpt_dir, sizeof(l->ckpt_dir), "%s/hetpipe-%lu.ckpt", base, l->jobid);
+        l->o.checkpoint_dir = l->ckpt_dir;
+        l->o.given[HP_OPT_CHECKPOINT_DIR] = 1;
+    }
+    if (restarts && !hp_parse_long(restarts, 1, 1L << 30, &n) && l->o.checkpoint_dir &&
+        !l->o.resume) {
+        printf("launch: job %lu was requeued (restart %ld): resuming from its newest checkpoint\n",
+               l->jobid, n);
+        l->o.resume = "auto";
+        l->o.given[HP_OPT_RESUME] = 1;
+    }
+    if (l->o.checkpoint_dir)
+        printf("launch: checkpoints in %s (SIGUSR1 or SIGTERM to the ranks: a checkpoint, then "
+               "exit status %d)\n",
+               l->o.checkpoint_dir, HP_CKPT_EXIT);
+    return hp_job_resume(&l->o, &l->job, "launch", l->resume, sizeof(l->resume)) ? -1 : 0;
+}
+
 static int launch(struct launch *l)
 {
     if (hp_cli_from_env(&l->o, HP_CMD_LAUNCH))
@@ -199,7 +232,7 @@ static int launch(struct launch *l)
                l->plan_path);
         return 0;
     }
-    if (write_files(l) || srun_args(l))
+    if (checkpoints(l) || write_files(l) || srun_args(l))
         return 1;
     exec_srun(l);
     return 1;

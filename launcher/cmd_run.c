@@ -62,52 +62,6 @@ static void on_signal(int sig)
         interrupted = sig;
 }
 
-/* --resume auto|DIR: the newest valid checkpoint in --checkpoint-dir, or DIR checked. */
-static int resolve_resume(struct local *L)
-{
-    struct hp_ckpt_info ci;
-    char why[512];
-
-    if (!L->o.resume)
-        return 0;
-    if (!strcmp(L->o.resume, "auto")) {
-        if (!L->o.checkpoint_dir) {
-            hp_error("run: option '--resume auto' needs '--checkpoint-dir DIR': where to look");
-            return -HP_EINVAL;
-        }
-        const int rc = hp_ckpt_latest(L->o.checkpoint_dir, &ci);
-        if (rc < 0)
-            return rc;
-        if (rc > 0) {
-            printf("run: no checkpoint in %s: starting from the beginning\n", L->o.checkpoint_dir);
-            L->o.resume = NULL;
-            return 0;
-        }
-    } else if (hp_ckpt_check(L->o.resume, 1, &ci, why, sizeof(why))) {
-        hp_error("run: option '--resume': %s is not a valid checkpoint: %s", L->o.resume, why);
-        return -HP_EDATA;
-    }
-    const struct hp_plan *p = &L->job.plan;
-    if (ci.model_sig != hp_ckpt_model_sig(L->job.model) || ci.seed != p->opts.seed ||
-        ci.batch != p->opts.batch) {
-        hp_error("run: option '--resume': %s was taken for model '%s' with --seed %" PRIu64
-                 " --batch %ld; this job is model '%s' with --seed %" PRIu64 " --batch %d (the "
-                 "same model, seed and batch are needed: they decide the weights and the data "
-                 "order)",
-                 ci.dir, ci.model, ci.seed, ci.batch, L->job.model->name, (uint64_t)p->opts.seed,
-                 p->opts.batch);
-        hp_ckpt_info_release(&ci);
-        return -HP_EDATA;
-    }
-    snprintf(L->resume, sizeof(L->resume), "%s", ci.dir);
-    L->o.resume = L->resume;
-    printf("run: resuming from checkpoint %ld in %s (epoch %ld, %ld samples trained, taken under "
-           "%d VWs, %d ranks)\n",
-           ci.seq, ci.dir, ci.epoch + 1, ci.samples, ci.nvws, ci.nranks);
-    hp_ckpt_info_release(&ci);
-    return 0;
-}
-
 /* Whole-model forward + backward seconds per minibatch on this CPU: the fastest of 5 steps
  * after a warm-up (the fastest is the least disturbed by other load on a shared machine). */
 static double cpu_step_seconds(const struct hp_model *m, int batch)
@@ -351,7 +305,7 @@ int hp_cmd_run(int argc, char **argv)
              ? -HP_EINVAL
              : hp_job_plan(&L->o, NULL, &L->job);
     if (!rc)
-        rc = resolve_resume(L);
+        rc = hp_job_resume(&L->o, &L->job, "run", L->resume, sizeof(L->resume));
     if (!rc) {
         hp_job_print(&L->job, stdout);
         rc = prepare(L);

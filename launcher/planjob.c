@@ -1,6 +1,9 @@
 /* planjob.c - the one in-process planning call (planjob.h). */
 #include "planjob.h"
 
+#include "ckpt.h"
+
+
 #include "error.h"
 #include "log.h"
 #include "paths.h"
@@ -9,6 +12,7 @@
 #include "profile.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -185,3 +189,51 @@ void hp_job_release(struct hp_job *job)
     hp_gpudb_release(&job->db);
     memset(job, 0, sizeof(*job));
 }
+
+/* --resume auto|DIR: the newest valid checkpoint in --checkpoint-dir, or DIR checked. */
+int hp_job_resume(struct hp_options *o, const struct hp_job *job, const char *cmd, char *buf,
+                  size_t n)
+{
+    struct hp_ckpt_info ci;
+    char why[512];
+
+    if (!o->resume)
+        return 0;
+    if (!strcmp(o->resume, "auto")) {
+        if (!o->checkpoint_dir) {
+            hp_error("%s: option '--resume auto' needs '--checkpoint-dir DIR': where to look", cmd);
+            return -HP_EINVAL;
+        }
+        const int rc = hp_ckpt_latest(o->checkpoint_dir, &ci);
+        if (rc < 0)
+            return rc;
+        if (rc > 0) {
+            printf("%s: no checkpoint in %s: starting from the beginning\n", cmd, o->checkpoint_dir);
+            o->resume = NULL;
+            return 0;
+        }
+    } else if (hp_ckpt_check(o->resume, 1, &ci, why, sizeof(why))) {
+        hp_error("%s: option '--resume': %s is not a valid checkpoint: %s", cmd, o->resume, why);
+        return -HP_EDATA;
+    }
+    const struct hp_plan *p = &job->plan;
+    if (ci.model_sig != hp_ckpt_model_sig(job->model) || ci.seed != p->opts.seed ||
+        ci.batch != p->opts.batch) {
+        hp_error("%s: option '--resume': %s was taken for model '%s' with --seed %" PRIu64
+                 " --batch %ld; this job is model '%s' with --seed %" PRIu64 " --batch %d (the "
+                 "same model, seed and batch are needed: they decide the weights and the data "
+                 "order)",
+                 cmd, ci.dir, ci.model, ci.seed, ci.batch, job->model->name, (uint64_t)p->opts.seed,
+                 p->opts.batch);
+        hp_ckpt_info_release(&ci);
+        return -HP_EDATA;
+    }
+    snprintf(buf, n, "%s", ci.dir);
+    o->resume = buf;
+    printf("%s: resuming from checkpoint %ld in %s (epoch %ld, %ld samples trained, taken under "
+           "%d VWs, %d ranks)\n",
+           cmd, ci.seq, ci.dir, ci.epoch + 1, ci.samples, ci.nvws, ci.nranks);
+    hp_ckpt_info_release(&ci);
+    return 0;
+}
+

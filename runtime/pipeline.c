@@ -351,7 +351,7 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         rc = hp_stage_write_stats(&g, res);
     }
     if (!rc)
-        rc = hp_ps_worker_done(plan, comm, rank, g.v, g.s, g.timeout_ms);
+        rc = hp_ps_worker_done(plan, comm, rank, g.v, g.s, g.ck.stopped, g.timeout_ms);
     res->stopped = g.ck.stopped;
     hp_stage_teardown(&g);
     return rc;

@@ -21,14 +21,14 @@ static size_t unit_offset(const struct hp_model *m, int u0, int u)
 }
 
 int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank, int vw, int stage,
-                      int timeout_ms)
+                      int stopped, int timeout_ms)
 {
     for (int r = hp_plan_first_shard(plan); r < plan->nranks; r++) {
         struct hp_msg_header h = {.type = HP_MSG_CONTROL,
                                   .vw = vw,
                                   .stage = stage,
                                   .minibatch = -1,
-                                  .clock = -1,
+                                  .clock = stopped ? 1 : -1,
                                   .payload_bytes = 0};
         int rc = hp_comm_send(comm, r, &h, NULL, timeout_ms);
         if (rc) {

@@ -11,9 +11,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* A worker rank tells every PS shard that it is done (the last message it sends them). */
+/* A worker rank tells every PS shard that it is done (the last message it sends them);
+ * stopped: the job stopped on request after a checkpoint (the shards exit as the workers). */
 int hp_ps_worker_done(const struct hp_plan *plan, struct hp_comm *comm, int rank, int vw, int stage,
-                      int timeout_ms);
+                      int stopped, int timeout_ms);
 
 struct hp_ps_client;
 

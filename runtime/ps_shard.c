@@ -401,7 +401,7 @@ static int restore(struct shard *sh, const struct hp_gpudb *db, const char *dir)
 
 int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_gpudb *db,
               const struct hp_model *model, int rank, struct hp_comm *comm,
-              const struct hp_options *o, int wait_ms)
+              const struct hp_options *o, int wait_ms, int *stopped)
 {
     struct shard sh = {.plan = plan,
                        .model = model,
@@ -451,6 +451,7 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
                 rc = -HP_EPROTOCOL;
             }
             hp_comm_retire(comm, h.src);
+            *stopped |= h.clock == 1;
             left--;
         } else if (h.type == HP_MSG_CHECKPOINT && h.src < workers) {
             rc = on_mark(&sh, &h, o);

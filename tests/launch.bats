@@ -138,6 +138,48 @@ type_of() {
     grep -q "2 virtual workers" "$out"
 }
 
+@test "a resumable job (--signal=B:USR1@N --requeue) signalled by scancel --signal=USR1 --batch checkpoints, requeues itself, resumes and reaches the uninterrupted accuracy" {
+    run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --signal=B:USR1@30 \
+        --hetpipe-epochs=1 --hetpipe-checkpoint-every=6000 --hetpipe-placement=local \
+        "$ROOT/jobs/cnn-resumable.sbatch" --train-limit 30000 --test-limit 2000 --log-every 20
+    echo "$output"
+    [ "$status" -eq 0 ]
+    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
+    out="job-$job.out"
+    i=0
+    until grep -q "^checkpoint 1:" "$out" 2> /dev/null; do
+        [ $i -lt 900 ] || { cat "$out"; false; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+    t0=$(date +%s%N)
+    scancel --signal=USR1 --batch "$job"
+    # the ranks checkpoint at the next job point and stop: the script requeues the job
+    i=0
+    until grep -q "checkpointed and stopped; requeueing it" "$out"; do
+        [ $i -lt 600 ] || { cat "$out"; false; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "# USR1 to the batch shell: checkpointed and stopped after $ms ms" >&3
+    # the requeued run resumes and finishes
+    i=0
+    until grep -q "^epoch 1/1 test loss" "$out"; do
+        [ $i -lt 1800 ] || { cat "$out"; squeue; false; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+    sleep 1
+    cat "$out"
+    grep -q "launch: job $job was requeued (restart 1): resuming from its newest checkpoint" "$out"
+    grep -q "resumed from checkpoint" "$out"
+    acc=$(sed -n 's/^epoch 1\/1 test loss [0-9.]* accuracy \([0-9.]*\)%.*/\1/p' "$out" | tail -1)
+    thr=$(awk '$1 == "edlocal4" { print $2 }' "$ROOT/tests/short_runs.list")
+    echo "# resumable cnn ed+local, 30,000 samples, requeued once: $acc% (uninterrupted threshold $thr%)" >&3
+    awk -v a="$acc" -v t="$thr" 'BEGIN { exit !(t ~ /^[0-9.]+$/ && a >= t) }'
+}
+
 @test "scancel of a running training job leaves no hetpipe process within 10 s" {
     run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
         "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
