@@ -16,5 +16,6 @@ Suite *suite_comm(void);
 Suite *suite_allreduce(void);
 Suite *suite_bootstrap(void);
 Suite *suite_options(void);
+Suite *suite_ckpt(void);
 
 #endif

@@ -535,7 +535,8 @@ START_TEST(plugstack_unknown_key)
     }
     ck_assert_int_eq(hp_optlimits_arg(&l, "bogus=1", err, sizeof(err)), -1);
     ck_assert_ptr_nonnull(strstr(err, "'bogus=1': unknown argument; known: config, models, "
-                                      "max_staleness, max_nm, max_batch, max_epochs, policies, "
+                                      "max_staleness, max_nm, max_batch, max_epochs, "
+                                      "max_checkpoint-keep, policies, "
                                       "default_policy"));
     ck_assert_ptr_nonnull(strstr(err, "default_dry-run"));
 }
