@@ -209,6 +209,13 @@ all: $(BENCH_COMM_BW)
 $(BENCH_COMM_BW): $(BUILD)/tests/bench/comm_bw.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
+# Checkpoint write and load cost (sh tests/bench/checkpoint).
+BENCH_CKPT := $(BUILD)/tests/bench_ckpt_cost
+ALL_OBJS += $(BUILD)/tests/bench/ckpt_cost.o
+all: $(BENCH_CKPT)
+$(BENCH_CKPT): $(BUILD)/tests/bench/ckpt_cost.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
+
 $(BOOT_CHECK): $(BUILD)/tests/boot_check.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 

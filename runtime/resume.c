@@ -190,6 +190,7 @@ static int load_units(struct stage *g, struct source *src)
 
 int hp_stage_restore(struct stage *g)
 {
+    const double t0 = hp_now_s();
     struct source src;
     int rc;
 
@@ -203,9 +204,10 @@ int hp_stage_restore(struct stage *g)
     if (!rc)
         rc = load_units(g, &src);
     if (!rc && g->run.reporter)
-        printf("resumed from checkpoint %ld (%s): epoch %ld, minibatch %ld of each VW's %ld, "
-               "%s\n",
-               src.ci.seq, src.ci.dir, g->ck.epoch0 + 1, g->ck.nb0, g->run.my_mb,
+        printf("resumed from checkpoint %ld (%s) in %.2f s: epoch %ld, minibatch %ld of each "
+               "VW's %ld, %s\n",
+               src.ci.seq, src.ci.dir, hp_now_s() - t0, g->ck.epoch0 + 1, g->ck.nb0,
+               g->run.my_mb,
                g->ck.exact ? "the same plan: every rank restored exactly"
                            : "another plan: each unit loaded where this plan puts it");
     source_release(&src);
@@ -305,7 +307,7 @@ struct part_note {
 
 /* The reporter: every other rank's part, the plan, the manifest, pruning. */
 static int collect(struct stage *g, long seq, const char *dir, long epoch, long nb,
-                   const struct part_note *mine, int *ok)
+                   const struct part_note *mine, double t0, int *ok)
 {
     const struct hp_plan *p = g->plan;
     struct hp_ckpt_info ci = {.seq = seq,
@@ -362,8 +364,9 @@ static int collect(struct stage *g, long seq, const char *dir, long epoch, long 
         for (int i = 0; i < ci.nfiles; i++)
             total += ci.bytes[i];
         printf("checkpoint %ld: epoch %ld, minibatch %ld of %ld, %ld samples: %d files, %.1f MB "
-               "in %s\n",
-               seq, epoch + 1, nb, g->run.my_mb, ci.samples, ci.nfiles, total / 1e6, dir);
+               "in %s, written in %.2f s\n",
+               seq, epoch + 1, nb, g->run.my_mb, ci.samples, ci.nfiles, total / 1e6, dir,
+               hp_now_s() - t0);
         fflush(stdout);
         hp_ckpt_prune(g->o->checkpoint_dir, (int)g->o->checkpoint_keep);
         *ok = 1;
@@ -384,6 +387,7 @@ int hp_stage_checkpoint(struct stage *g, long seq, const char *dir, long epoch, 
     struct part_note pn = {0};
     struct hp_msg_header h = {
         .type = HP_MSG_CHECKPOINT, .vw = g->v, .stage = g->s, .minibatch = seq, .clock = -1};
+    const double t0 = hp_now_s();
     int rc = 0;
 
     *ok = 0;
@@ -393,7 +397,7 @@ int hp_stage_checkpoint(struct stage *g, long seq, const char *dir, long epoch, 
         return rc;
     pn.status = write_part(g, dir, &pn.bytes, &pn.crc) ? 1 : 0;
     if (g->rank == rep) {
-        rc = collect(g, seq, dir, epoch, nb, &pn, ok);
+        rc = collect(g, seq, dir, epoch, nb, &pn, t0, ok);
         h.clock = *ok;
         for (int r = 0; r < workers && !rc; r++)
             if (r != rep)
