@@ -53,6 +53,7 @@ struct hp_comm {
     int rank;
     int nranks;
     int stop_limit_ms; /* a peer on this host stopped this long has failed */
+    int silent;        /* the last peer a send or receive timed out on, -1 */
     uint8_t token[HP_MSG_TOKEN_LEN];
     ucp_context_h context;
     ucp_worker_h worker;
@@ -199,6 +200,25 @@ static const char *peer_cause(const struct hp_comm *comm, const struct peer *p, 
     return buf;
 }
 
+int hp_comm_blame(const struct hp_comm *comm, char *why, size_t n)
+{
+    for (int i = 0; i < comm->nranks; i++) {
+        const struct peer *p = &comm->peers[i];
+        if (i != comm->rank && !p->retired && p->failure != UCS_OK) {
+            if (p->stopped)
+                peer_cause(comm, p, why, n);
+            else if (p->pidfd >= 0)
+                snprintf(why, n, "exited");
+            else
+                snprintf(why, n, "lost (%s)", ucs_status_string(p->failure));
+            return i;
+        }
+    }
+    if (comm->silent >= 0)
+        snprintf(why, n, "silent (no message within the deadline)");
+    return comm->silent;
+}
+
 void hp_comm_set_stop_limit(struct hp_comm *comm, int ms)
 {
     comm->stop_limit_ms = ms > 0 ? ms : 1;
@@ -338,6 +358,7 @@ int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
     comm->rank = rank;
     comm->nranks = nranks;
     comm->stop_limit_ms = 60000;
+    comm->silent = -1;
     memcpy(comm->token, token, HP_MSG_TOKEN_LEN);
     comm->peers = calloc((size_t)nranks, sizeof(*comm->peers));
     comm->sbuf_cap = 64 * 1024;
@@ -556,6 +577,7 @@ static int send_finish(struct hp_comm *comm, int peer, void *req, size_t bytes, 
     if (status == UCS_INPROGRESS) {
         hp_error("cannot send %zu bytes to rank %d: timed out after %d ms", bytes, peer,
                  timeout_ms);
+        comm->silent = peer;
         close_force(comm, p);
         wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS));
         ucp_request_free(req);
@@ -650,6 +672,8 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
         if (status == UCS_ERR_CANCELED) {
             hp_error("cannot receive from rank %d: no message of type %d within %d ms", peer, type,
                      timeout_ms);
+            if (peer >= 0)
+                comm->silent = peer;
             return -HP_ETIMEOUT;
         }
     } else {

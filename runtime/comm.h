@@ -119,6 +119,10 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
  * (default 60 s; the ranks set --timeout). */
 void hp_comm_set_stop_limit(struct hp_comm *comm, int ms);
 
+/* After a failed call: the peer to blame (the first that failed: exited, stopped, its
+ * connection lost; else the last one a send or receive timed out on) and why, or -1. */
+int hp_comm_blame(const struct hp_comm *comm, char *why, size_t n);
+
 /* Mark `peer` as gone on purpose (it said goodbye): its exit no longer fails a receive from
  * HP_COMM_ANY_PEER. Receives from it by name still fail. */
 int hp_comm_retire(struct hp_comm *comm, int peer);

@@ -284,9 +284,18 @@ static void request_signals(const struct hp_options *o)
     }
 }
 
-/* Close the connections and PMIx under the watchdog, free everything, report a failure. */
+/* Close the connections and PMIx under the watchdog, free everything, report a failure (and
+ * the peer it came from: role, node, GPU, cause). */
 static int rank_release(struct rank *r, int rc)
 {
+    char why[128], me[256], them[256];
+    const int blame = rc && r->comm ? hp_comm_blame(r->comm, why, sizeof(why)) : -1;
+
+    if (blame >= 0 && r->rank >= 0) {
+        hp_plan_describe_rank(&r->plan, &r->cl, &r->db, (int)r->rank, me, sizeof(me));
+        hp_plan_describe_rank(&r->plan, &r->cl, &r->db, blame, them, sizeof(them));
+        hp_error("rank %ld (%s) stops because rank %d (%s) is %s", r->rank, me, blame, them, why);
+    }
     free(r->binding);
     if (r->comm || r->boot)
         wd_arm(r->rank, r->plan.nranks, rc ? 1 : 0);

@@ -32,7 +32,7 @@ int hp_stage_recv(struct stage *g, int peer, int type, struct hp_msg_buf *b, lon
                   const char *what)
 {
     const double t0 = hp_now_s();
-    int rc = hp_comm_recv_buf(g->comm, peer, type, b, g->timeout_ms);
+    int rc = hp_comm_recv_buf(g->comm, peer, type, b, g->long_wait_ms);
     const struct hp_msg_header *h = hp_msg_buf_header(b);
 
     g->time.comm_s += hp_now_s() - t0;
@@ -55,7 +55,7 @@ int hp_stage_send_buf(struct stage *g, struct hp_msg_buf **pair, int *i, struct 
 {
     const double t0 = hp_now_s();
     struct hp_msg_buf *b = pair[*i];
-    int rc = hp_comm_send_wait(g->comm, b, g->timeout_ms);
+    int rc = hp_comm_send_wait(g->comm, b, g->long_wait_ms);
 
     g->time.comm_s += hp_now_s() - t0;
     *i ^= 1;

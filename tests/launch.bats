@@ -180,6 +180,44 @@ type_of() {
     awk -v a="$acc" -v t="$thr" 'BEGIN { exit !(t ~ /^[0-9.]+$/ && a >= t) }'
 }
 
+@test "a node's tasks killed: the job ends within 10 s and leaves no hetpipe process" {
+    run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
+        "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
+    echo "$output"
+    [ "$status" -eq 0 ]
+    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
+    out="job-$job.out"
+    i=0
+    until grep -q "^epoch 1/50 step" "$out" 2> /dev/null; do
+        [ $i -lt 600 ] || { cat "$out"; false; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+    # node3's ranks (its GPU's stage and its PS shard), as a lost node would lose them
+    victims=""
+    for p in $(pgrep -f "hetpipe-rank --plan $BATS_TEST_TMPDIR/hetpipe-$job/"); do
+        tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "SLURMD_NODENAME=node3" &&
+            victims="$victims $p"
+    done
+    [ -n "$victims" ]
+    t0=$(date +%s%N)
+    # shellcheck disable=SC2086
+    kill -9 $victims
+    i=0
+    while pgrep -f "hetpipe-$job/" > /dev/null; do
+        if [ $i -ge 100 ]; then
+            pgrep -af "hetpipe-$job/"
+            false
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    cat "$out"
+    echo "# node3's tasks killed: no process of job $job left after $ms ms" >&3
+    grep -q "node3: task.*Killed" "$out"
+}
+
 @test "scancel of a running training job leaves no hetpipe process within 10 s" {
     run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
         "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
