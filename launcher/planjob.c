@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 /* 16 random bytes as 32 hex digits; the kernel's random source or nothing. */
 static int random_token(char *tok)
@@ -191,12 +192,30 @@ void hp_job_release(struct hp_job *job)
 }
 
 /* --resume auto|DIR: the newest valid checkpoint in --checkpoint-dir, or DIR checked. */
-int hp_job_resume(struct hp_options *o, const struct hp_job *job, const char *cmd, char *buf,
-                  size_t n)
+/* path, made absolute against the working directory, into out. */
+static int absolute(const char *path, char *out, size_t n)
+{
+    char cwd[4096];
+
+    if (path[0] == '/')
+        return snprintf(out, n, "%s", path) >= (int)n ? -1 : 0;
+    if (!getcwd(cwd, sizeof(cwd)))
+        return -1;
+    return snprintf(out, n, "%s/%s", cwd, path) >= (int)n ? -1 : 0;
+}
+
+int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n)
 {
     struct hp_ckpt_info ci;
     char why[512];
 
+    if (o->checkpoint_dir) {
+        if (absolute(o->checkpoint_dir, job->ckpt_dir, sizeof(job->ckpt_dir))) {
+            hp_error("%s: option '--checkpoint-dir': the path is too long", cmd);
+            return -HP_EINVAL;
+        }
+        o->checkpoint_dir = job->ckpt_dir;
+    }
     if (!o->resume)
         return 0;
     if (!strcmp(o->resume, "auto")) {
@@ -228,7 +247,17 @@ int hp_job_resume(struct hp_options *o, const struct hp_job *job, const char *cm
         hp_ckpt_info_release(&ci);
         return -HP_EDATA;
     }
-    snprintf(buf, n, "%s", ci.dir);
+    if (ci.lr != o->lr || ci.momentum != o->momentum || ci.weight_decay != o->weight_decay ||
+        strcmp(ci.schedule, hp_opt_word(HP_OPT_SCHEDULE, o->schedule)))
+        hp_warn("%s: %s was taken with --lr %g --momentum %g --weight-decay %g --schedule %s; "
+                "this run goes on with --lr %g --momentum %g --weight-decay %g --schedule %s",
+                cmd, ci.dir, ci.lr, ci.momentum, ci.weight_decay, ci.schedule, o->lr, o->momentum,
+                o->weight_decay, hp_opt_word(HP_OPT_SCHEDULE, o->schedule));
+    if (absolute(ci.dir, buf, n)) {
+        hp_error("%s: option '--resume': the path is too long", cmd);
+        hp_ckpt_info_release(&ci);
+        return -HP_EINVAL;
+    }
     o->resume = buf;
     printf("%s: resuming from checkpoint %ld in %s (epoch %ld, %ld samples trained, taken under "
            "%d VWs, %d ranks)\n",

@@ -25,6 +25,7 @@ struct hp_job {
     struct hp_plan plan;
     char token[33];    /* 32 hex digits, random, per job */
     char config[4096]; /* the site config's absolute path, for the ranks */
+    char ckpt_dir[4096]; /* --checkpoint-dir made absolute (hp_job_resume) */
     int profiled;      /* units with measured times (o->profile) */
 };
 
@@ -43,12 +44,11 @@ int hp_job_load(const struct hp_options *o, const char *path, struct hp_job *job
  * and memory; the PS shards and bytes per wave, or dp's allreduce; the predicted rate. */
 void hp_job_print(const struct hp_job *job, FILE *f);
 
-/* --resume: auto resolves to the newest valid checkpoint in --checkpoint-dir (none: o->resume
+/* --checkpoint-dir is made absolute (the ranks may start elsewhere). --resume: auto resolves to the newest valid checkpoint in --checkpoint-dir (none: o->resume
  * becomes NULL, a fresh start, said on stdout), a DIR is checked whole (every file's CRC); its
  * model, seed and batch must be the job's. The path goes to buf and o->resume. `cmd` names the
  * command in messages. 0 or a negative code (logged). */
-int hp_job_resume(struct hp_options *o, const struct hp_job *job, const char *cmd, char *buf,
-                  size_t n);
+int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n);
 
 void hp_job_release(struct hp_job *job);
 

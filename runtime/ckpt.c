@@ -42,8 +42,9 @@ _Static_assert(sizeof(struct rec_header) == 24, "record header is 24 bytes");
 
 static const char *kind_name(int kind)
 {
-    static const char *const names[] = {"?",      "parameters",     "momentum", "batch-norm statistics",
-                                        "client", "global weights", "clocks"};
+    static const char *const names[] = {
+        "?",      "parameters",     "momentum", "batch-norm statistics",
+        "client", "global weights", "clocks"};
     return kind >= 1 && kind <= HP_CK_CLOCKS ? names[kind] : names[0];
 }
 
@@ -236,7 +237,8 @@ static int index_records(struct hp_ckpt_reader *r, long size)
     while (off < size) {
         struct rec_header h;
         if (size - off < (long)sizeof(h) || fseek(r->f, off, SEEK_SET) ||
-            fread(&h, sizeof(h), 1, r->f) != 1 || h.bytes > (uint64_t)(size - off - (long)sizeof(h))) {
+            fread(&h, sizeof(h), 1, r->f) != 1 ||
+            h.bytes > (uint64_t)(size - off - (long)sizeof(h))) {
             hp_error("checkpoint: %s: record %d at byte %ld is cut short (the file is truncated "
                      "or corrupt)",
                      r->path, r->n, off);
@@ -273,8 +275,8 @@ int hp_ckpt_part_open(const char *dir, int rank, struct hp_ckpt_reader **out)
     }
     if (fread(&fh, sizeof(fh), 1, r->f) != 1 || memcmp(fh.magic, PART_MAGIC, 8) ||
         fh.version != HP_CKPT_FORMAT || fh.rank != rank) {
-        hp_error("checkpoint: %s is not a part of format %d for rank %d", r->path,
-                 HP_CKPT_FORMAT, rank);
+        hp_error("checkpoint: %s is not a part of format %d for rank %d", r->path, HP_CKPT_FORMAT,
+                 rank);
         hp_ckpt_part_close_reader(r);
         return -HP_EDATA;
     }
@@ -368,9 +370,10 @@ int hp_ckpt_manifest_write(const struct hp_ckpt_info *ci)
             ci->batch, ci->ntrain, ci->epochs, ci->epoch, ci->minibatch);
     fprintf(m, "vws = %d\nranks = %d\nsamples = %ld\nreason = %s\n", ci->nvws, ci->nranks,
             ci->samples, ci->reason);
+    fprintf(m, "lr = %.9g\nmomentum = %.9g\nweight_decay = %.9g\nschedule = %s\n", ci->lr,
+            ci->momentum, ci->weight_decay, ci->schedule[0] ? ci->schedule : "-");
     for (int i = 0; i < ci->nfiles; i++)
-        fprintf(m, "file = %s %" PRIu64 " %08" PRIx32 "\n", ci->names[i], ci->bytes[i],
-                ci->crc[i]);
+        fprintf(m, "file = %s %" PRIu64 " %08" PRIx32 "\n", ci->names[i], ci->bytes[i], ci->crc[i]);
     if (fclose(m) != 0) {
         free(text);
         return -HP_ENOMEM;
@@ -409,16 +412,15 @@ int hp_ckpt_manifest_write(const struct hp_ckpt_info *ci)
 /* One "key = value" line of the manifest into ci. */
 static int manifest_line(struct hp_ckpt_info *ci, char *key, char *val, char *why, size_t n)
 {
-    static const char *const longs[] = {"seq",    "batch",     "train_samples", "epochs",
-                                        "epoch",  "minibatch", "samples",       NULL};
+    static const char *const longs[] = {"seq",   "batch",     "train_samples", "epochs",
+                                        "epoch", "minibatch", "samples",       NULL};
     long *const lp[] = {&ci->seq,   &ci->batch,     &ci->ntrain, &ci->epochs,
                         &ci->epoch, &ci->minibatch, &ci->samples};
     long x;
 
     for (int i = 0; longs[i]; i++)
         if (!strcmp(key, longs[i]))
-            return hp_parse_long(val, 0, 1L << 60, lp[i]) ? WHY("%s: bad value '%s'", key, val)
-                                                         : 0;
+            return hp_parse_long(val, 0, 1L << 60, lp[i]) ? WHY("%s: bad value '%s'", key, val) : 0;
     if (!strcmp(key, "format"))
         return hp_parse_long(val, 0, 1000, &x) || x != HP_CKPT_FORMAT
                    ? WHY("format %s: this hetpipe reads format %d", val, HP_CKPT_FORMAT)
@@ -435,6 +437,15 @@ static int manifest_line(struct hp_ckpt_info *ci, char *key, char *val, char *wh
                    : 0;
     if (!strcmp(key, "reason"))
         return snprintf(ci->reason, sizeof(ci->reason), "%s", val), 0;
+    if (!strcmp(key, "schedule"))
+        return snprintf(ci->schedule, sizeof(ci->schedule), "%s", val), 0;
+    if (!strcmp(key, "lr") || !strcmp(key, "momentum") || !strcmp(key, "weight_decay"))
+        return hp_parse_double(val, 0.0, 1e6,
+                               key[0] == 'l'   ? &ci->lr
+                               : key[0] == 'm' ? &ci->momentum
+                                               : &ci->weight_decay)
+                   ? WHY("%s: bad value '%s'", key, val)
+                   : 0;
     if (!strcmp(key, "model_signature") || !strcmp(key, "seed")) {
         char *end;
         errno = 0;
@@ -621,6 +632,8 @@ int hp_ckpt_latest(const char *parent, struct hp_ckpt_info *ci)
 
 int hp_ckpt_new_dir(const char *parent, long after, long *seq, char *out, size_t n)
 {
+    if (!out || n == 0)
+        return -HP_EINVAL;
     long *v;
     const int k = list_ckpts(parent, &v);
     long next = (k > 0 && v[0] > after ? v[0] : after) + 1;

@@ -69,6 +69,8 @@ struct hp_ckpt_info {
     long epoch, minibatch; /* the position: each VW has trained `minibatch` of epoch `epoch` */
     int nvws, nranks;
     long samples; /* training samples of the job before this point (all VWs, all runs) */
+    double lr, momentum, weight_decay; /* the training options it was taken with */
+    char schedule[16];
     char reason[16];
     int nfiles;
     char (*names)[64]; /* [nfiles] */

@@ -206,8 +206,7 @@ int hp_stage_restore(struct stage *g)
     if (!rc && g->run.reporter)
         printf("resumed from checkpoint %ld (%s) in %.2f s: epoch %ld, minibatch %ld of each "
                "VW's %ld, %s\n",
-               src.ci.seq, src.ci.dir, hp_now_s() - t0, g->ck.epoch0 + 1, g->ck.nb0,
-               g->run.my_mb,
+               src.ci.seq, src.ci.dir, hp_now_s() - t0, g->ck.epoch0 + 1, g->ck.nb0, g->run.my_mb,
                g->ck.exact ? "the same plan: every rank restored exactly"
                            : "another plan: each unit loaded where this plan puts it");
     source_release(&src);
@@ -269,8 +268,8 @@ static int write_part(struct stage *g, const char *dir, uint64_t *bytes, uint32_
             rc = hp_ckpt_part_add(w, HP_CK_PARAMS, u, g->v, g->hparams + po,
                                   un->nparams * sizeof(float));
         if (!rc && un->nparams)
-            rc = hp_ckpt_part_add(w, HP_CK_MOMENTUM, u, g->v, mom + po,
-                                  un->nparams * sizeof(float));
+            rc =
+                hp_ckpt_part_add(w, HP_CK_MOMENTUM, u, g->v, mom + po, un->nparams * sizeof(float));
         if (!rc && un->nstate)
             rc = hp_ckpt_part_add(w, HP_CK_STATE, u, g->v, st + so, un->nstate * sizeof(float));
         po += un->nparams;
@@ -327,6 +326,10 @@ static int collect(struct stage *g, long seq, const char *dir, long epoch, long 
     snprintf(ci.dir, sizeof(ci.dir), "%s", dir);
     snprintf(ci.model, sizeof(ci.model), "%s", g->model->name);
     snprintf(ci.reason, sizeof(ci.reason), "%s", hp_ckpt_requested ? "request" : "interval");
+    snprintf(ci.schedule, sizeof(ci.schedule), "%s", hp_opt_word(HP_OPT_SCHEDULE, g->o->schedule));
+    ci.lr = g->o->lr;
+    ci.momentum = g->o->momentum;
+    ci.weight_decay = g->o->weight_decay;
     ci.names = calloc((size_t)p->nranks + 1, sizeof(*ci.names));
     ci.bytes = calloc((size_t)p->nranks + 1, sizeof(*ci.bytes));
     ci.crc = calloc((size_t)p->nranks + 1, sizeof(*ci.crc));
@@ -411,8 +414,8 @@ int hp_stage_checkpoint(struct stage *g, long seq, const char *dir, long epoch, 
         if (!rc)
             rc = hp_comm_recv(g->comm, rep, HP_MSG_CHECKPOINT, &h, NULL, 0, g->long_wait_ms);
         if (!rc && (h.minibatch != seq || h.clock < 0 || h.clock > 1)) {
-            hp_error("vw %d stage %d: protocol error: expected the outcome of checkpoint %ld",
-                     g->v, g->s, seq);
+            hp_error("vw %d stage %d: protocol error: expected the outcome of checkpoint %ld", g->v,
+                     g->s, seq);
             rc = -HP_EPROTOCOL;
         }
         if (!rc) {

@@ -19,8 +19,14 @@
 static int write_ckpt(const struct hp_model *m, const char *parent, int parts, const float *buf,
                       char *dir, size_t n, uint64_t *total)
 {
-    struct hp_ckpt_info ci = {.nunits = m->nunits, .model_sig = hp_ckpt_model_sig(m), .seed = 1,
-                              .batch = 32, .ntrain = 1, .epochs = 1, .nvws = 1, .nranks = parts};
+    struct hp_ckpt_info ci = {.nunits = m->nunits,
+                              .model_sig = hp_ckpt_model_sig(m),
+                              .seed = 1,
+                              .batch = 32,
+                              .ntrain = 1,
+                              .epochs = 1,
+                              .nvws = 1,
+                              .nranks = parts};
     char plan[4300];
     long seq;
     FILE *f;

@@ -18,9 +18,18 @@
 static void make_ckpt(const char *parent, long seq, char *out, size_t n)
 {
     struct hp_ckpt_writer *w;
-    struct hp_ckpt_info ci = {.seq = seq, .nunits = 2, .model_sig = 0x1234, .seed = 7,
-                              .batch = 64, .ntrain = 6400, .epochs = 3, .epoch = 1,
-                              .minibatch = 5, .nvws = 1, .nranks = 1, .samples = 6720};
+    struct hp_ckpt_info ci = {.seq = seq,
+                              .nunits = 2,
+                              .model_sig = 0x1234,
+                              .seed = 7,
+                              .batch = 64,
+                              .ntrain = 6400,
+                              .epochs = 3,
+                              .epoch = 1,
+                              .minibatch = 5,
+                              .nvws = 1,
+                              .nranks = 1,
+                              .samples = 6720};
     float a[100];
     int64_t c[3] = {4, 5, 6};
     long got;
