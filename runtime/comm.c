@@ -54,6 +54,7 @@ struct hp_comm {
     int nranks;
     int stop_limit_ms; /* a peer on this host stopped this long has failed */
     int silent;        /* the last peer a send or receive timed out on, -1 */
+    int watch_stops;   /* stopped same-host peers fail (not with HETPIPE_LIVENESS=exit) */
     uint8_t token[HP_MSG_TOKEN_LEN];
     ucp_context_h context;
     ucp_worker_h worker;
@@ -177,7 +178,7 @@ static int peer_failed(struct hp_comm *comm, int i, int64_t now)
         p->next_check_ms = now + LIVENESS_MS;
         if (exited(p->pidfd)) {
             p->failure = UCS_ERR_ENDPOINT_TIMEOUT;
-        } else if (!is_stopped(p->pid)) {
+        } else if (!comm->watch_stops || !is_stopped(p->pid)) {
             p->stopped_since_ms = 0;
         } else if (!p->stopped_since_ms) {
             p->stopped_since_ms = now;
@@ -198,6 +199,12 @@ static const char *peer_cause(const struct hp_comm *comm, const struct peer *p, 
     else
         snprintf(buf, n, "%s", ucs_status_string(p->failure));
     return buf;
+}
+
+void hp_comm_set_silent(struct hp_comm *comm, int peer)
+{
+    if (peer >= 0 && peer < comm->nranks)
+        comm->silent = peer;
 }
 
 int hp_comm_blame(const struct hp_comm *comm, char *why, size_t n)
@@ -359,6 +366,10 @@ int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
     comm->nranks = nranks;
     comm->stop_limit_ms = 60000;
     comm->silent = -1;
+    {
+        const char *lv = getenv("HETPIPE_LIVENESS");
+        comm->watch_stops = !(lv && !strcmp(lv, "exit"));
+    }
     memcpy(comm->token, token, HP_MSG_TOKEN_LEN);
     comm->peers = calloc((size_t)nranks, sizeof(*comm->peers));
     comm->sbuf_cap = 64 * 1024;

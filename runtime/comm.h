@@ -116,12 +116,15 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
  * soon as any connected peer fails, except a retired one. */
 
 /* A peer on this host that has been stopped (SIGSTOP) for `ms` fails like one that exited
- * (default 60 s; the ranks set --timeout). */
+ * (default 60 s; the ranks set --timeout). HETPIPE_LIVENESS=exit in the environment turns this
+ * off (only exits count), as for a peer on another host: the tests of the deadlines use it. */
 void hp_comm_set_stop_limit(struct hp_comm *comm, int ms);
 
 /* After a failed call: the peer to blame (the first that failed: exited, stopped, its
  * connection lost; else the last one a send or receive timed out on) and why, or -1. */
 int hp_comm_blame(const struct hp_comm *comm, char *why, size_t n);
+/* The caller knows better whom a timeout waited for (e.g. a pull waits for a VW's pushes). */
+void hp_comm_set_silent(struct hp_comm *comm, int peer);
 
 /* Mark `peer` as gone on purpose (it said goodbye): its exit no longer fails a receive from
  * HP_COMM_ANY_PEER. Receives from it by name still fail. */

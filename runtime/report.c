@@ -120,6 +120,9 @@ void hp_stage_print_start(const struct stage *g)
                g->nvws > 1 ? " (/ VWs in each)" : "", (unsigned long long)g->plan->opts.seed,
                g->nvws > 1 ? (g->plan->nshards ? ", WSP" : "") : "",
                o->emulate > 0 ? ", emulated GPU types" : "");
+    printf("hetpipe: a silent peer fails the job after %.0f s (--timeout) or, in waits on other "
+           "VWs and job points, %.0f s\n",
+           g->timeout_ms / 1000.0, g->long_wait_ms / 1000.0);
     fflush(stdout);
 }
 

@@ -207,6 +207,8 @@ signalled() {
 # 10 s after the deadline (--timeout) for a stopped rank, 10 s for a death
 fault() {
     local what=$1 rank=$2 d=$TMP/run victim
+    # HANG: a stopped rank that only the deadlines find (as on another host: no /proc watch)
+    [ "$what" = HANG ] && export HETPIPE_LIVENESS=exit
     "$HETPIPE" run --local --cluster local4 --policy ed --epochs 2 --train-limit 60000 \
         --test-limit 500 --timeout 5 --log-every 10 --emulate off --run-dir "$d" \
         > "$TMP/out" 2>&1 &
@@ -221,7 +223,7 @@ fault() {
     [ -n "$victim" ]
     start=$(date +%s.%N)
     case $what in
-        STOP) kill -STOP "$victim" ;;
+        STOP | HANG) kill -STOP "$victim" ;;
         KILL) kill -9 "$victim" ;;
         KILL-LAUNCHER) kill -STOP "$victim" && kill -9 "$pid" ;;
     esac
@@ -238,6 +240,12 @@ fault() {
     [ "$st" -ne 0 ]
     limit=10
     [ "$what" = STOP ] && limit=15 # --timeout 5, then 10 s
+    if [ "$what" = HANG ]; then    # the longer deadline of waits on other VWs, then 10 s
+        deadline=$(sed -n 's/.* job points, \([0-9]*\) s$/\1/p' "$TMP/out" | head -1)
+        echo "# deadline of waits on other VWs: $deadline s" >&3
+        [ -n "$deadline" ]
+        limit=$((deadline + 10))
+    fi
     awk -v g="$gone" -v l="$limit" 'BEGIN { exit !(g <= l) }'
 }
 
@@ -263,4 +271,11 @@ fault() {
 
 @test "fault: hetpipe run killed while a rank is stopped: no rank outlives it" {
     fault KILL-LAUNCHER 2
+}
+
+@test "fault: a hung worker that only the deadlines can find (no /proc watch, as on another host) ends the job within 10 s after the plan's deadline, naming it" {
+    fault HANG 2
+    # rank 0 (its stderr is the terminal's) names the VW its pull waited for
+    grep -q "vw 2, the furthest behind (.* waves in the last pull), stopped pushing" "$TMP/out"
+    grep -q "stops because rank 2 (vw 2 stage 0, rtx2060 on localhost) is silent" "$TMP/out"
 }
