@@ -209,6 +209,10 @@ void hp_comm_set_silent(struct hp_comm *comm, int peer)
 
 int hp_comm_blame(const struct hp_comm *comm, char *why, size_t n)
 {
+    if (comm->silent >= 0) { /* a timeout is fatal: it was the cause */
+        snprintf(why, n, "silent (no message within the deadline)");
+        return comm->silent;
+    }
     for (int i = 0; i < comm->nranks; i++) {
         const struct peer *p = &comm->peers[i];
         if (i != comm->rank && !p->retired && p->failure != UCS_OK) {
@@ -221,9 +225,7 @@ int hp_comm_blame(const struct hp_comm *comm, char *why, size_t n)
             return i;
         }
     }
-    if (comm->silent >= 0)
-        snprintf(why, n, "silent (no message within the deadline)");
-    return comm->silent;
+    return -1;
 }
 
 void hp_comm_set_stop_limit(struct hp_comm *comm, int ms)

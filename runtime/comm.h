@@ -120,8 +120,8 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
  * off (only exits count), as for a peer on another host: the tests of the deadlines use it. */
 void hp_comm_set_stop_limit(struct hp_comm *comm, int ms);
 
-/* After a failed call: the peer to blame (the first that failed: exited, stopped, its
- * connection lost; else the last one a send or receive timed out on) and why, or -1. */
+/* After a failed call: the peer to blame (the one a send or receive timed out on, else the
+ * first that failed: exited, stopped, its connection lost) and why, or -1. */
 int hp_comm_blame(const struct hp_comm *comm, char *why, size_t n);
 /* The caller knows better whom a timeout waited for (e.g. a pull waits for a VW's pushes). */
 void hp_comm_set_silent(struct hp_comm *comm, int peer);

@@ -217,14 +217,15 @@ int hp_ps_push(struct hp_ps_client *c, const float *local, long wave)
     return 0;
 }
 
-/* A pull that timed out waits for the waves of the VW furthest behind in the last pull: name it
+/* A pull that timed out waits for the waves of the VW furthest behind in the last training pull
+ * (incl; `last` is being refilled): name it
  * (and make its first stage the peer to blame). */
 static void pull_timed_out(struct hp_ps_client *c, int shard, long wave)
 {
     int slow = -1;
 
     for (int x = 0; x < c->nvws; x++)
-        if (x != c->v && (slow < 0 || c->last[2 * x] < c->last[2 * slow]))
+        if (x != c->v && (slow < 0 || c->incl[2 * x] < c->incl[2 * slow]))
             slow = x;
     if (slow < 0) {
         hp_error("vw %d stage %d: PS shard rank %d did not answer the pull for wave %ld within "
@@ -234,7 +235,7 @@ static void pull_timed_out(struct hp_ps_client *c, int shard, long wave)
     }
     hp_error("vw %d stage %d: PS shard rank %d did not answer the pull for wave %ld within %.0f s: "
              "vw %d, the furthest behind (%" PRId64 " waves in the last pull), stopped pushing",
-             c->v, c->s, shard, wave, c->wait_ms / 1000.0, slow, c->last[2 * slow]);
+             c->v, c->s, shard, wave, c->wait_ms / 1000.0, slow, c->incl[2 * slow]);
     hp_comm_set_silent(c->comm, hp_plan_stage_rank(c->plan, slow, 0));
 }
 
@@ -272,6 +273,15 @@ int hp_ps_pull(struct hp_ps_client *c, const int64_t *thr, long wave)
         if (rc == -HP_ETIMEOUT)
             pull_timed_out(c, l->rank, wave);
         const struct hp_msg_header *h = hp_msg_buf_header(l->reply);
+        if (!rc && h->payload_bytes == 0 && h->clock >= 0 && h->clock < c->nvws) {
+            /* the shard gave up the pull: VW h->clock did not push the waves it needs */
+            const int late = (int)h->clock;
+            hp_error("vw %d stage %d: PS shard rank %d gave up the pull for wave %ld after %.0f s: "
+                     "vw %d stopped pushing",
+                     c->v, c->s, l->rank, wave, hp_now_s() - t0, late);
+            hp_comm_set_silent(c->comm, hp_plan_stage_rank(c->plan, late, 0));
+            rc = -HP_ETIMEOUT;
+        }
         if (!rc && (h->vw != c->v || h->stage != c->s || h->minibatch != wave ||
                     h->payload_bytes != bytes)) {
             hp_error("vw %d stage %d: protocol error: PS shard rank %d answered for vw %d stage "

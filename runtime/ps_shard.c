@@ -290,6 +290,66 @@ static int shard_setup(struct shard *sh)
     return rc;
 }
 
+/* ---- pulls that wait too long ---- */
+
+/* How long the loop may wait for a message: until the oldest waiting pull has waited 0.9 x
+ * wait_ms (then it is refused, before its worker's own deadline), else wait_ms. */
+static int recv_wait(const struct shard *sh)
+{
+    double first = 0.0;
+
+    for (int i = 0; i < sh->nclients; i++)
+        if (sh->clients[i].pending && (first == 0.0 || sh->clients[i].t_req < first))
+            first = sh->clients[i].t_req;
+    if (first == 0.0)
+        return sh->wait_ms;
+    const double left = first + 0.9 * sh->wait_ms / 1000.0 - hp_now_s();
+    return left > 0.0 ? (int)(left * 1000.0) + 1 : 0;
+}
+
+/* Once a pull has waited 0.9 x wait_ms, refuse it and every other waiting pull: each worker
+ * learns which VW did not push (a PULL reply without payload, clock = that VW), and the shard
+ * fails naming it (rank, role, node, GPU). 1 if it did. */
+static int refuse_stale(struct shard *sh, const struct hp_cluster *cl, const struct hp_gpudb *db)
+{
+    const double now = hp_now_s();
+    int64_t mm[2 * 64];
+    int stale = 0;
+
+    for (int i = 0; i < sh->nclients; i++)
+        stale |= sh->clients[i].pending &&
+                 now - sh->clients[i].t_req >= 0.9 * sh->wait_ms / 1000.0;
+    if (!stale || sh->nvws > 64)
+        return 0;
+    for (int i = 0; i < sh->nclients; i++) {
+        struct client *c = &sh->clients[i];
+        char role[256] = "?";
+        if (!c->pending)
+            continue;
+        view(sh, c, mm);
+        int late = 0;
+        for (int x = sh->nvws - 1; x >= 0; x--)
+            if (mm[2 * x] < c->thr[x])
+                late = x;
+        const struct hp_msg_header h = {.type = HP_MSG_PULL,
+                                        .vw = c->v,
+                                        .stage = c->s,
+                                        .minibatch = c->wave,
+                                        .clock = late,
+                                        .payload_bytes = 0};
+        hp_plan_describe_rank(sh->plan, cl, db, hp_plan_stage_rank(sh->plan, late, 0), role,
+                              sizeof(role));
+        hp_error("PS shard rank %d: the pull of vw %d stage %d for wave %ld waited %.0f s for vw "
+                 "%d (%" PRId64 " waves of %" PRId64 " needed): vw %d (rank %d: %s) stopped "
+                 "pushing",
+                 sh->rank, c->v, c->s, c->wave, now - c->t_req, late, mm[2 * late], c->thr[late],
+                 late, hp_plan_stage_rank(sh->plan, late, 0), role);
+        (void)hp_comm_send(sh->comm, c->rank, &h, NULL, sh->timeout_ms);
+        c->pending = 0;
+    }
+    return 1;
+}
+
 /* ---- checkpoints ---- */
 
 /* Every worker's pushes before checkpoint `seq` are applied: write this shard's part (per
@@ -415,7 +475,6 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
     void *in = NULL;
     int rc;
 
-    (void)cl;
     rc = shard_setup(&sh);
     if (!rc && o->resume)
         rc = restore(&sh, db, o->resume);
@@ -433,7 +492,12 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
             hp_comm_retire(comm, r);
     for (int left = workers; left > 0 && !rc;) {
         struct hp_msg_header h;
-        rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap, wait_ms);
+        rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap,
+                          recv_wait(&sh));
+        if (rc == -HP_ETIMEOUT && refuse_stale(&sh, cl, db)) {
+            rc = -HP_ETIMEOUT;
+            break;
+        }
         if (rc) {
             if (rc == -HP_ETIMEOUT)
                 hp_error("PS shard rank %d: no worker sent anything for %.0f s", rank,

@@ -275,7 +275,10 @@ fault() {
 
 @test "fault: a hung worker that only the deadlines can find (no /proc watch, as on another host) ends the job within 10 s after the plan's deadline, naming it" {
     fault HANG 2
-    # rank 0 (its stderr is the terminal's) names the VW its pull waited for
-    grep -q "vw 2, the furthest behind (.* waves in the last pull), stopped pushing" "$TMP/out"
-    grep -q "stops because rank 2 (vw 2 stage 0, rtx2060 on localhost) is silent" "$TMP/out"
+    # the PS shard gives up the pulls that wait for vw 2 and names it; the workers whose pulls
+    # it refused name the same rank
+    cat "$TMP"/run/rank-*.log | grep error
+    grep -q "vw 2 (rank 2: vw 2 stage 0, rtx2060 on localhost) stopped pushing" "$TMP/run/rank-4.log"
+    cat "$TMP/out" "$TMP"/run/rank-*.log |
+        grep -q "stops because rank 2 (vw 2 stage 0, rtx2060 on localhost) is silent"
 }
