@@ -6,6 +6,7 @@
 #include "ckpt.h"
 #include "cli.h"
 #include "clock.h"
+#include "comm.h"
 #include "commands.h"
 #include "error.h"
 #include "log.h"
@@ -209,7 +210,7 @@ static void rank_ended(struct local *L, int r, int status, double *kill_at)
     if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || L->failed >= 0)
         return;
     for (int q = 0; q < L->job.plan.nranks; q++) /* a stopped rank is the cause */
-        if (L->pids[q] > 0 && hp_proc_stopped(L->pids[q])) {
+        if (L->pids[q] > 0 && hp_pid_stopped(L->pids[q])) {
             hp_plan_describe_rank(&L->job.plan, &L->job.cl, &L->job.db, q, role, sizeof(role));
             hp_error("run: rank %d (%s) is stopped (SIGSTOP) and does not answer: rank %d gave "
                      "up waiting for it; stopping the job",

@@ -28,9 +28,6 @@ int hp_rank_binary(const char *cmd, char *buf, size_t n);
  * link goes). 0, or -errno (logged, naming the path that could not go). */
 int hp_remove_tree(const char *dir);
 
-/* Whether process pid is stopped (SIGSTOP, SIGTSTP: state T or t in /proc/PID/stat). */
-int hp_proc_stopped(long pid);
-
 /* Copy the last `lines` lines of the file at path to f (nothing when it cannot be read). */
 void hp_tail_file(const char *path, int lines, FILE *f);
 

@@ -148,14 +148,13 @@ static int exited(int pidfd)
 /* As wait_request, but give up early (UCS_ERR_CONNECTION_RESET) when the endpoint to `peer`
  * (>= 0) reports a failure, or a peer on this host has exited (polled every LIVENESS_MS): a
  * receive from a dead peer would otherwise wait out its timeout. */
-/* Whether process pid is stopped (state T or t in /proc/PID/stat). */
-static int is_stopped(pid_t pid)
+int hp_pid_stopped(long pid)
 {
     char path[64], buf[512];
     ssize_t n;
     int fd;
 
-    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -178,7 +177,7 @@ static int peer_failed(struct hp_comm *comm, int i, int64_t now)
         p->next_check_ms = now + LIVENESS_MS;
         if (exited(p->pidfd)) {
             p->failure = UCS_ERR_ENDPOINT_TIMEOUT;
-        } else if (!comm->watch_stops || !is_stopped(p->pid)) {
+        } else if (!comm->watch_stops || !hp_pid_stopped((long)p->pid)) {
             p->stopped_since_ms = 0;
         } else if (!p->stopped_since_ms) {
             p->stopped_since_ms = now;
