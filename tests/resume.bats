@@ -282,3 +282,16 @@ fault() {
     cat "$TMP/out" "$TMP"/run/rank-*.log |
         grep -q "stops because rank 2 (vw 2 stage 0, rtx2060 on localhost) is silent"
 }
+
+@test "a PS shard that serves no unit (only parameter-less ones) waits out a job longer than the deadlines" {
+    # demo, default placement: shard 3 holds pool2 alone; the job outlasts the printed deadline
+    run "$HETPIPE" run --local --cluster demo --emulate off --epochs 2 --train-limit 12800 \
+        --test-limit 500 --timeout 0.5 --log-every 0
+    echo "$output" | grep -E '^(PS|hetpipe)'
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -q "node4: 1 units"
+    deadline=$(echo "$output" | sed -n 's/.* job points, \([0-9]*\) s$/\1/p' | head -1)
+    took=$(echo "$output" | sed -n 's/^hetpipe: trained .* in \([0-9.]*\) s:.*/\1/p')
+    echo "deadline $deadline s, the job took $took s"
+    awk -v t="$took" -v d="$deadline" 'BEGIN { exit !(t > d) }'
+}
