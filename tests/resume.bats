@@ -295,3 +295,17 @@ fault() {
     echo "deadline $deadline s, the job took $took s"
     awk -v t="$took" -v d="$deadline" 'BEGIN { exit !(t > d) }'
 }
+
+@test "--checkpoint-every in time: checkpoints at the first job point after each interval" {
+    run "$HETPIPE" run --local --cluster demo --emulate 20 --epochs 1 --train-limit 9600 \
+        --test-limit 500 --log-every 0 --checkpoint-dir "$TMP/ck" --checkpoint-every 2s \
+        --checkpoint-keep 3
+    echo "$output" | grep -E '^(checkpoint|hetpipe: trained)'
+    [ "$status" -eq 0 ]
+    n=$(echo "$output" | grep -c '^checkpoint [0-9]*:')
+    took=$(echo "$output" | sed -n 's/^hetpipe: trained .* in \([0-9.]*\) s:.*/\1/p')
+    echo "$n checkpoints in $took s"
+    # one per 2 s of training at most (plus rounding to job points), at least one per 4 s
+    awk -v n="$n" -v t="$took" 'BEGIN { exit !(n >= 1 && n <= t / 2 + 1 && n >= t / 4 - 1) }'
+    [ "$(ls -d "$TMP"/ck/ckpt-* | wc -l)" -eq $((n < 3 ? n : 3)) ] # --checkpoint-keep 3
+}
