@@ -2,8 +2,6 @@
 #include "planjob.h"
 
 #include "ckpt.h"
-
-
 #include "error.h"
 #include "log.h"
 #include "paths.h"
@@ -191,7 +189,6 @@ void hp_job_release(struct hp_job *job)
     memset(job, 0, sizeof(*job));
 }
 
-/* --resume auto|DIR: the newest valid checkpoint in --checkpoint-dir, or DIR checked. */
 /* path, made absolute against the working directory, into out. */
 static int absolute(const char *path, char *out, size_t n)
 {

@@ -44,9 +44,10 @@ int hp_job_load(const struct hp_options *o, const char *path, struct hp_job *job
  * and memory; the PS shards and bytes per wave, or dp's allreduce; the predicted rate. */
 void hp_job_print(const struct hp_job *job, FILE *f);
 
-/* --checkpoint-dir is made absolute (the ranks may start elsewhere). --resume: auto resolves to the newest valid checkpoint in --checkpoint-dir (none: o->resume
- * becomes NULL, a fresh start, said on stdout), a DIR is checked whole (every file's CRC); its
- * model, seed and batch must be the job's. The path goes to buf and o->resume. `cmd` names the
+/* --checkpoint-dir is made absolute (the ranks may start elsewhere). --resume: auto resolves to
+ * the newest valid checkpoint in --checkpoint-dir (none: o->resume becomes NULL, a fresh start,
+ * said on stdout), a DIR is checked whole (every file's CRC); its model, seed and batch must be
+ * the job's. The path goes to buf and o->resume. `cmd` names the
  * command in messages. 0 or a negative code (logged). */
 int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n);
 

@@ -4,6 +4,7 @@
 #include "error.h"
 #include "log.h"
 #include "parse.h"
+#include "planfile.h"
 #include "rng.h"
 
 #include <dirent.h>
@@ -733,6 +734,50 @@ int hp_ckpt_copy_file(const char *src, const char *dir, const char *name, uint64
         return -HP_EIO;
     }
     return 0;
+}
+
+/* ---- resuming ---- */
+
+int hp_ckpt_source_open(const char *dir, const struct hp_gpudb *db, int nunits,
+                        struct hp_ckpt_source *src)
+{
+    char why[512], path[4300], token[33];
+    int rc;
+
+    memset(src, 0, sizeof(*src));
+    if (hp_ckpt_check(dir, 0, &src->ci, why, sizeof(why))) {
+        hp_error("option '--resume': %s is not a valid checkpoint: %s", dir, why);
+        return -HP_EDATA;
+    }
+    snprintf(path, sizeof(path), "%s/plan.ini", dir);
+    rc = hp_planfile_load(path, db, &src->plan, &src->cl, token);
+    if (rc)
+        return rc;
+    if (src->plan.nranks != src->ci.nranks || src->plan.nunits != nunits) {
+        hp_error("option '--resume': %s: its plan.ini does not match its manifest", dir);
+        return -HP_EDATA;
+    }
+    src->parts = calloc((size_t)src->plan.nranks, sizeof(*src->parts));
+    return src->parts ? 0 : -HP_ENOMEM;
+}
+
+struct hp_ckpt_reader *hp_ckpt_source_part(struct hp_ckpt_source *src, int rank)
+{
+    if (!src->parts[rank] && hp_ckpt_part_open(src->ci.dir, rank, &src->parts[rank]))
+        return NULL;
+    return src->parts[rank];
+}
+
+void hp_ckpt_source_release(struct hp_ckpt_source *src)
+{
+    if (src->parts)
+        for (int r = 0; r < src->plan.nranks; r++)
+            hp_ckpt_part_close_reader(src->parts[r]);
+    free(src->parts);
+    src->parts = NULL;
+    hp_plan_release(&src->plan);
+    hp_cluster_release(&src->cl);
+    hp_ckpt_info_release(&src->ci);
 }
 
 /* ---- plans ---- */

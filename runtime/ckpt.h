@@ -30,6 +30,7 @@
 #ifndef HP_CKPT_H
 #define HP_CKPT_H
 
+#include "gpudb.h"
 #include "model.h"
 #include "plan.h"
 
@@ -109,6 +110,14 @@ int hp_ckpt_manifest_write(const struct hp_ckpt_info *ci);
 int hp_ckpt_copy_file(const char *src, const char *dir, const char *name, uint64_t *bytes,
                       uint32_t *crc);
 
+/* What a rank tells the reporter of its part (HP_MSG_CHECKPOINT payload): 0 or failed, and the
+ * part's size and CRC-32 for the manifest. */
+struct hp_ckpt_note {
+    int64_t status;
+    uint64_t bytes;
+    uint32_t crc, pad;
+};
+
 /* A part file being written (rank-R.part.tmp until closed). */
 struct hp_ckpt_writer;
 int hp_ckpt_part_create(const char *dir, int rank, struct hp_ckpt_writer **out);
@@ -127,6 +136,24 @@ int hp_ckpt_part_read(struct hp_ckpt_reader *r, int kind, int unit, void *out, s
 /* Whether the part has record (kind, unit). */
 int hp_ckpt_part_has(const struct hp_ckpt_reader *r, int kind, int unit);
 void hp_ckpt_part_close_reader(struct hp_ckpt_reader *r);
+
+/* A checkpoint being resumed from: its manifest, the plan it was taken under (its cluster),
+ * and its parts, opened when first asked for. */
+struct hp_ckpt_source {
+    struct hp_ckpt_info ci;
+    struct hp_plan plan;
+    struct hp_cluster cl;
+    struct hp_ckpt_reader **parts; /* [plan.nranks] */
+};
+/* Open checkpoint `dir` (the manifest checked, sizes only) with its plan.ini (GPU types from db),
+ * which must agree with the manifest and have nunits units. 0, or a negative code logged naming
+ * the option '--resume' and what is wrong; *src is released by hp_ckpt_source_release either
+ * way. */
+int hp_ckpt_source_open(const char *dir, const struct hp_gpudb *db, int nunits,
+                        struct hp_ckpt_source *src);
+/* Rank `rank`'s part (NULL, logged, when it cannot be read). */
+struct hp_ckpt_reader *hp_ckpt_source_part(struct hp_ckpt_source *src, int rank);
+void hp_ckpt_source_release(struct hp_ckpt_source *src);
 
 /* Whether plans a (the checkpoint's) and b (now) give every rank the same role and units, so
  * that every rank can restore its own part: same grouping, VWs, stages, units, Nm, shards,

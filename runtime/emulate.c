@@ -36,14 +36,14 @@ void hp_emulate_setup(struct stage *g)
     g->emu.xfer_prev = S * g->st->send_back_s;
 }
 
-/* How long a rank may wait for other VWs or a job point before it calls the silence a failure
+/* How long (ms) a rank may wait for other VWs or a job point before it calls the silence a failure
  * (pipeline.h): --timeout plus S_eff x the plan's longest legitimate wait: D + 3 waves of the
  * slowest VW (WSP lets a VW run D + 2 waves ahead; a job point waits for the last to drain),
  * VW 0's pass over the test set (evaluation), and writing a checkpoint of every unit's weights,
  * momentum and statistics at 20 MB/s. S_eff is the emulation scale; without emulation 2 on a
  * GPU (the plan's own device) and 200 on the CPU (a CPU is that much slower than the GPU the
  * plan timed). */
-double hp_plan_wait_s(const struct hp_plan *p, const struct hp_options *o, size_t model_floats)
+int hp_plan_wait_ms(const struct hp_plan *p, const struct hp_options *o, size_t model_floats)
 {
     const double S = o->emulate > 0.0                   ? o->emulate
                      : o->device == HP_DEVICE_CHOICE_CPU ? 200.0
@@ -68,5 +68,7 @@ double hp_plan_wait_s(const struct hp_plan *p, const struct hp_options *o, size_
     test *= (double)(test_n + p->opts.batch - 1) / p->opts.batch;
     if (p->grouping == HP_POLICY_DP)
         wave += p->allreduce_s;
-    return o->timeout + S * ((double)(D + 3) * wave + test) + 3.0 * 4.0 * model_floats / 20e6;
+    const double s = o->timeout + S * ((double)(D + 3) * wave + test) +
+                     3.0 * 4.0 * model_floats / 20e6;
+    return s < 2e6 ? (int)(s * 1000.0) : 2000000000; /* an int of milliseconds */
 }

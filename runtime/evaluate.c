@@ -247,7 +247,7 @@ int hp_eval_verdict(struct stage *g, long n, unsigned *flags, long *seq)
         /* VW 0's evaluation may take long (long_wait_ms); a dead peer ends the wait */
         rc = hp_comm_recv(g->comm, from, HP_MSG_CONTROL, &h, pay, sizeof(pay), g->long_wait_ms);
         if (!rc && (h.minibatch != n || h.payload_bytes != sizeof(pay) || pay[0] < 0 ||
-                    pay[0] > 7 || pay[1] < 0)) {
+                    (pay[0] & ~(int64_t)HP_VERDICT_ALL) || pay[1] < 0)) {
             hp_error("vw %d stage %d: protocol error: expected the verdict of job point %ld from "
                      "rank %d, got %" PRId64 " (%" PRId64 ")",
                      g->v, g->s, n, from, h.minibatch, pay[0]);

@@ -14,13 +14,12 @@
 #include <string.h>
 
 /* The stage's role, net, buffers, emulation and output files. */
-static int worker_init(struct stage *g, const struct hp_gpudb *db)
+static int worker_init(struct stage *g)
 {
     int rc;
 
     g->timeout_ms = (int)(g->o->timeout * 1000.0);
-    const double wait_s = hp_plan_wait_s(g->plan, g->o, g->model->nparams + g->model->nstate);
-    g->long_wait_ms = wait_s < 2e6 ? (int)(wait_s * 1000.0) : 2000000000;
+    g->long_wait_ms = hp_plan_wait_ms(g->plan, g->o, g->model->nparams + g->model->nstate);
     g->nvws = g->plan->nvws;
     if (hp_plan_rank_stage(g->plan, g->rank, &g->v, &g->s)) {
         hp_error("rank %d is not a worker of the plan (%d workers)", g->rank,
@@ -31,7 +30,7 @@ static int worker_init(struct stage *g, const struct hp_gpudb *db)
     rc = hp_stage_setup(g);
     if (rc)
         return rc;
-    g->type_name = db->types[g->type].name;
+    g->type_name = g->db->types[g->type].name;
     hp_emulate_setup(g);
     return hp_stage_open_files(g);
 }
@@ -306,12 +305,12 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                   const struct hp_gpudb *db, const struct hp_model *model, int rank,
                   struct hp_comm *comm, const struct hp_options *o, struct hp_worker_result *res)
 {
-    struct stage g = {.plan = plan, .cl = cl, .model = model, .o = o, .comm = comm, .rank = rank};
+    struct stage g = {
+        .plan = plan, .cl = cl, .db = db, .model = model, .o = o, .comm = comm, .rank = rank};
     int rc;
 
     memset(res, 0, sizeof(*res));
-    g.db = db;
-    rc = worker_init(&g, db);
+    rc = worker_init(&g);
     if (g.v < 0)
         return rc;
     if (!rc)

@@ -105,8 +105,8 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                   const struct hp_gpudb *db, const struct hp_model *model, int rank,
                   struct hp_comm *comm, const struct hp_options *o, struct hp_worker_result *res);
 
-/* The deadline of a rank's waits for other VWs, job points and checkpoints (seconds):
+/* The deadline of a rank's waits for other VWs, job points and checkpoints (milliseconds):
  * --timeout plus the plan's longest legitimate wait at the run's pace (emulate.c). */
-double hp_plan_wait_s(const struct hp_plan *p, const struct hp_options *o, size_t model_floats);
+int hp_plan_wait_ms(const struct hp_plan *p, const struct hp_options *o, size_t model_floats);
 
 #endif

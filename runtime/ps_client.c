@@ -217,28 +217,6 @@ int hp_ps_push(struct hp_ps_client *c, const float *local, long wave)
     return 0;
 }
 
-/* A pull that timed out waits for the waves of the VW furthest behind in the last training pull
- * (incl; `last` is being refilled): name it
- * (and make its first stage the peer to blame). */
-static void pull_timed_out(struct hp_ps_client *c, int shard, long wave)
-{
-    int slow = -1;
-
-    for (int x = 0; x < c->nvws; x++)
-        if (x != c->v && (slow < 0 || c->incl[2 * x] < c->incl[2 * slow]))
-            slow = x;
-    if (slow < 0) {
-        hp_error("vw %d stage %d: PS shard rank %d did not answer the pull for wave %ld within "
-                 "%.0f s",
-                 c->v, c->s, shard, wave, c->wait_ms / 1000.0);
-        return;
-    }
-    hp_error("vw %d stage %d: PS shard rank %d did not answer the pull for wave %ld within %.0f s: "
-             "vw %d, the furthest behind (%" PRId64 " waves in the last pull), stopped pushing",
-             c->v, c->s, shard, wave, c->wait_ms / 1000.0, slow, c->incl[2 * slow]);
-    hp_comm_set_silent(c->comm, hp_plan_stage_rank(c->plan, slow, 0));
-}
-
 int hp_ps_pull(struct hp_ps_client *c, const int64_t *thr, long wave)
 {
     const double t0 = hp_now_s();
@@ -270,8 +248,10 @@ int hp_ps_pull(struct hp_ps_client *c, const int64_t *thr, long wave)
         struct link *l = &c->links[i];
         const size_t bytes = l->floats * sizeof(float) + (size_t)c->nvws * 2 * sizeof(int64_t);
         rc = hp_comm_recv_buf(c->comm, l->rank, HP_MSG_PULL, l->reply, c->wait_ms);
-        if (rc == -HP_ETIMEOUT)
-            pull_timed_out(c, l->rank, wave);
+        if (rc == -HP_ETIMEOUT) /* the shard refuses a stale pull first: it is silent itself */
+            hp_error("vw %d stage %d: PS shard rank %d did not answer the pull for wave %ld within "
+                     "%.0f s",
+                     c->v, c->s, l->rank, wave, c->wait_ms / 1000.0);
         const struct hp_msg_header *h = hp_msg_buf_header(l->reply);
         if (!rc && h->payload_bytes == 0 && h->clock >= 0 && h->clock < c->nvws) {
             /* the shard gave up the pull: VW h->clock did not push the waves it needs */

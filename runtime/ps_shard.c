@@ -8,7 +8,6 @@
 #include "error.h"
 #include "log.h"
 #include "net.h"
-#include "planfile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -357,11 +356,7 @@ static int refuse_stale(struct shard *sh, const struct hp_cluster *cl, const str
 static int checkpoint(struct shard *sh, const struct hp_options *o)
 {
     const int n = sh->plan->nunits;
-    struct {
-        int64_t status;
-        uint64_t bytes;
-        uint32_t crc, pad;
-    } pn = {0};
+    struct hp_ckpt_note pn = {0};
     struct hp_ckpt_writer *w = NULL;
     int64_t *clk = malloc((size_t)sh->nvws * sizeof(int64_t));
     char dir[4200];
@@ -417,45 +412,33 @@ static int on_mark(struct shard *sh, const struct hp_msg_header *h, const struct
 static int restore(struct shard *sh, const struct hp_gpudb *db, const char *dir)
 {
     const int n = sh->plan->nunits;
-    struct hp_ckpt_info ci;
-    struct hp_plan old = {0};
-    struct hp_cluster cl = {0};
-    char why[512], path[4300], token[33];
+    struct hp_ckpt_source src;
     int64_t *clk = malloc((size_t)sh->nvws * sizeof(int64_t));
-    int rc = clk ? 0 : -HP_ENOMEM;
+    int rc = clk ? hp_ckpt_source_open(dir, db, n, &src) : -HP_ENOMEM;
+    const int exact = !rc && hp_ckpt_same_layout(&src.plan, sh->plan);
 
-    if (!rc && hp_ckpt_check(dir, 0, &ci, why, sizeof(why))) {
-        hp_error("option '--resume': %s is not a valid checkpoint: %s", dir, why);
-        free(clk);
-        return -HP_EDATA;
-    }
-    snprintf(path, sizeof(path), "%s/plan.ini", dir);
-    if (!rc)
-        rc = hp_planfile_load(path, db, &old, &cl, token);
-    const int exact = !rc && hp_ckpt_same_layout(&old, sh->plan);
     for (int u = 0; u < n && !rc; u++) {
-        struct hp_ckpt_reader *r = NULL;
+        struct hp_ckpt_reader *r;
         int w, from;
         if (!ours(sh, u))
             continue;
-        hp_ckpt_unit_source(&old, 0, u, &w, &from);
+        hp_ckpt_unit_source(&src.plan, 0, u, &w, &from);
         from = exact ? sh->rank : from >= 0 ? from : w;
-        rc = hp_ckpt_part_open(dir, from, &r);
-        if (!rc)
-            rc = hp_ckpt_part_read(r, from >= hp_plan_first_shard(&old) ? HP_CK_GLOBAL
-                                                                         : HP_CK_PARAMS,
-                                   u, sh->w + sh->off[u],
-                                   sh->model->units[u].nparams * sizeof(float));
+        r = hp_ckpt_source_part(&src, from);
+        rc = !r ? -HP_EIO
+                : hp_ckpt_part_read(r,
+                                    from >= hp_plan_first_shard(&src.plan) ? HP_CK_GLOBAL
+                                                                           : HP_CK_PARAMS,
+                                    u, sh->w + sh->off[u],
+                                    sh->model->units[u].nparams * sizeof(float));
         if (!rc && exact)
             rc = hp_ckpt_part_read(r, HP_CK_CLOCKS, u, clk, (size_t)sh->nvws * sizeof(int64_t));
         for (int x = 0; x < sh->nvws && !rc && exact; x++)
             sh->clock[(size_t)x * n + u] = clk[x];
-        hp_ckpt_part_close_reader(r);
     }
+    if (clk)
+        hp_ckpt_source_release(&src);
     free(clk);
-    hp_plan_release(&old);
-    hp_cluster_release(&cl);
-    hp_ckpt_info_release(&ci);
     return rc;
 }
 

@@ -253,9 +253,9 @@ static int run_role(struct rank *r)
     if (rc)
         return rc;
     if (r->rank >= hp_plan_first_shard(&r->plan)) {
-        const double wait_s = hp_plan_wait_s(&r->plan, &r->o, r->model->nparams);
         return hp_ps_run(&r->plan, &r->cl, &r->db, r->model, (int)r->rank, r->comm, &r->o,
-                         wait_s < 2e6 ? (int)(wait_s * 1000.0) : 2000000000, &r->stopped);
+                         hp_plan_wait_ms(&r->plan, &r->o, r->model->nparams + r->model->nstate),
+                         &r->stopped);
     }
     rc = hp_worker_run(&r->plan, &r->cl, &r->db, r->model, (int)r->rank, r->comm, &r->o, &res);
     r->stopped = !rc && res.stopped;

@@ -6,7 +6,6 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "planfile.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -52,43 +51,14 @@ int hp_ckpt_due(struct stage *g, long nb)
 
 /* ---- resuming ---- */
 
-struct source {
-    struct hp_ckpt_info ci;
-    struct hp_plan plan; /* the checkpoint's */
-    struct hp_cluster cl;
-    struct hp_ckpt_reader **parts; /* [plan.nranks], opened on demand */
-};
-
-static void source_release(struct source *src)
-{
-    if (src->parts)
-        for (int r = 0; r < src->plan.nranks; r++)
-            hp_ckpt_part_close_reader(src->parts[r]);
-    free(src->parts);
-    hp_plan_release(&src->plan);
-    hp_cluster_release(&src->cl);
-    hp_ckpt_info_release(&src->ci);
-}
-
-static struct hp_ckpt_reader *part(struct source *src, int rank)
-{
-    if (!src->parts[rank] && hp_ckpt_part_open(src->ci.dir, rank, &src->parts[rank]))
-        return NULL;
-    return src->parts[rank];
-}
-
 /* The checkpoint --resume names, checked against this job: model, seed, batch. */
-static int source_open(struct stage *g, struct source *src)
+static int source_open(struct stage *g, struct hp_ckpt_source *src)
 {
-    char why[512], path[4300], token[33];
     const char *dir = g->o->resume;
-    int rc;
+    int rc = hp_ckpt_source_open(dir, g->db, g->model->nunits, src);
 
-    memset(src, 0, sizeof(*src));
-    if (hp_ckpt_check(dir, 0, &src->ci, why, sizeof(why))) {
-        hp_error("option '--resume': %s is not a valid checkpoint: %s", dir, why);
-        return -HP_EDATA;
-    }
+    if (rc)
+        return rc;
     if (src->ci.model_sig != hp_ckpt_model_sig(g->model) || src->ci.nunits != g->model->nunits) {
         hp_error("option '--resume': %s is of model '%s' (%d units), not of this job's '%s' (%d "
                  "units)",
@@ -101,20 +71,11 @@ static int source_open(struct stage *g, struct source *src)
                  dir, src->ci.seed, src->ci.batch, (uint64_t)g->plan->opts.seed, g->batch);
         return -HP_EDATA;
     }
-    snprintf(path, sizeof(path), "%s/plan.ini", dir);
-    rc = hp_planfile_load(path, g->db, &src->plan, &src->cl, token);
-    if (rc)
-        return rc;
-    if (src->plan.nranks != src->ci.nranks || src->plan.nunits != g->model->nunits) {
-        hp_error("option '--resume': %s: its plan.ini does not match its manifest", dir);
-        return -HP_EDATA;
-    }
-    src->parts = calloc((size_t)src->plan.nranks, sizeof(*src->parts));
-    return src->parts ? 0 : -HP_ENOMEM;
+    return 0;
 }
 
 /* Where this run starts: the checkpoint's position, converted to this plan's VW count. */
-static int position(struct stage *g, const struct source *src)
+static int position(struct stage *g, const struct hp_ckpt_source *src)
 {
     struct stage_ckpt *ck = &g->ck;
     const long my_mb = g->run.my_mb;
@@ -139,7 +100,8 @@ static int position(struct stage *g, const struct source *src)
 /* Unit u's records into the host buffers: under the same plan from this rank's own part; else
  * the weights from the checkpoint's consensus (its shards' global weights, or VW 0's where it
  * had none), momentum and statistics from its VW v mod V. */
-static int load_unit(struct stage *g, struct source *src, int u, float *p, float *mom, float *st)
+static int load_unit(struct stage *g, struct hp_ckpt_source *src, int u, float *p, float *mom,
+                     float *st)
 {
     const struct hp_unit *un = &g->model->units[u];
     const size_t pb = un->nparams * sizeof(float), sb = un->nstate * sizeof(float);
@@ -154,16 +116,19 @@ static int load_unit(struct stage *g, struct source *src, int u, float *p, float
     if (pb) {
         const int from = !g->ck.exact && shard >= 0 ? shard : w0;
         const int kind = !g->ck.exact && shard >= 0 ? HP_CK_GLOBAL : HP_CK_PARAMS;
-        rc = (r = part(src, from)) ? hp_ckpt_part_read(r, kind, u, p, pb) : -HP_EIO;
+        rc = (r = hp_ckpt_source_part(src, from)) ? hp_ckpt_part_read(r, kind, u, p, pb) : -HP_EIO;
         if (!rc)
-            rc = (r = part(src, w)) ? hp_ckpt_part_read(r, HP_CK_MOMENTUM, u, mom, pb) : -HP_EIO;
+            rc = (r = hp_ckpt_source_part(src, w))
+                     ? hp_ckpt_part_read(r, HP_CK_MOMENTUM, u, mom, pb)
+                     : -HP_EIO;
     }
     if (!rc && sb)
-        rc = (r = part(src, w)) ? hp_ckpt_part_read(r, HP_CK_STATE, u, st, sb) : -HP_EIO;
+        rc = (r = hp_ckpt_source_part(src, w)) ? hp_ckpt_part_read(r, HP_CK_STATE, u, st, sb)
+                                               : -HP_EIO;
     return rc;
 }
 
-static int load_units(struct stage *g, struct source *src)
+static int load_units(struct stage *g, struct hp_ckpt_source *src)
 {
     const size_t ns = hp_net_nstate(g->net);
     float *mom = malloc((g->nparams ? g->nparams : 1) * sizeof(float));
@@ -191,7 +156,7 @@ static int load_units(struct stage *g, struct source *src)
 int hp_stage_restore(struct stage *g)
 {
     const double t0 = hp_now_s();
-    struct source src;
+    struct hp_ckpt_source src;
     int rc;
 
     if (!g->o->resume)
@@ -209,7 +174,7 @@ int hp_stage_restore(struct stage *g)
                src.ci.seq, src.ci.dir, hp_now_s() - t0, g->ck.epoch0 + 1, g->ck.nb0, g->run.my_mb,
                g->ck.exact ? "the same plan: every rank restored exactly"
                            : "another plan: each unit loaded where this plan puts it");
-    source_release(&src);
+    hp_ckpt_source_release(&src);
     if (rc)
         hp_error("vw %d stage %d: resuming from %s failed", g->v, g->s, g->o->resume);
     return rc;
@@ -297,16 +262,9 @@ static int write_part(struct stage *g, const char *dir, uint64_t *bytes, uint32_
     return hp_ckpt_part_close(w, bytes, crc);
 }
 
-/* What a rank tells the reporter about its part. */
-struct part_note {
-    int64_t status;
-    uint64_t bytes;
-    uint32_t crc, pad;
-};
-
 /* The reporter: every other rank's part, the plan, the manifest, pruning. */
 static int collect(struct stage *g, long seq, const char *dir, long epoch, long nb,
-                   const struct part_note *mine, double t0, int *ok)
+                   const struct hp_ckpt_note *mine, double t0, int *ok)
 {
     const struct hp_plan *p = g->plan;
     struct hp_ckpt_info ci = {.seq = seq,
@@ -338,7 +296,7 @@ static int collect(struct stage *g, long seq, const char *dir, long epoch, long 
         return -HP_ENOMEM;
     }
     for (int r = 0; r < p->nranks && !rc; r++) {
-        struct part_note pn = *mine;
+        struct hp_ckpt_note pn = *mine;
         struct hp_msg_header h;
         if (r != g->rank) {
             rc = hp_comm_recv(g->comm, r, HP_MSG_CHECKPOINT, &h, &pn, sizeof(pn), g->long_wait_ms);
@@ -387,7 +345,7 @@ int hp_stage_checkpoint(struct stage *g, long seq, const char *dir, long epoch, 
 {
     const int rep = hp_plan_stage_rank(g->plan, 0, 0);
     const int workers = hp_plan_first_shard(g->plan);
-    struct part_note pn = {0};
+    struct hp_ckpt_note pn = {0};
     struct hp_msg_header h = {
         .type = HP_MSG_CHECKPOINT, .vw = g->v, .stage = g->s, .minibatch = seq, .clock = -1};
     const double t0 = hp_now_s();

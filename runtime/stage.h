@@ -187,6 +187,7 @@ int hp_eval_gather(struct stage *g, long n, double *t_all, int *req);
 #define HP_VERDICT_STOP 1u
 #define HP_VERDICT_CKPT 2u
 #define HP_VERDICT_REQUEST 4u
+#define HP_VERDICT_ALL (HP_VERDICT_STOP | HP_VERDICT_CKPT | HP_VERDICT_REQUEST)
 int hp_eval_verdict(struct stage *g, long n, unsigned *flags, long *seq);
 int hp_stage_param_hash(struct stage *g, uint64_t *out);
 
