@@ -7,6 +7,7 @@
 #include "options.h"
 #include "parse.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -459,21 +460,46 @@ static int read_shards(struct reader *r)
     return 0;
 }
 
+/* At *s: "PREFIX" then an index below `limit`, in decimal without sign or leading zero (so
+ * every section has one spelling); advances *s past it. */
+static int take_index(const char **s, const char *prefix, int limit, int *out)
+{
+    const size_t n = strlen(prefix);
+    const char *t = *s + n;
+    long v = 0;
+
+    if (strncmp(*s, prefix, n) != 0 || !isdigit((unsigned char)*t) || (t[0] == '0' && isdigit((unsigned char)t[1])))
+        return 0;
+    for (; isdigit((unsigned char)*t); t++) {
+        v = 10 * v + (*t - '0');
+        if (v >= limit)
+            return 0;
+    }
+    *out = (int)v;
+    *s = t;
+    return 1;
+}
+
 /* No section the format does not know. */
 static int check_sections(const struct reader *r)
 {
     const struct hp_plan *p = r->p;
 
     for (int i = 0; i < hp_ini_nsections(r->ini); i++) {
-        const char *s = hp_ini_section(r->ini, i);
-        int a, b, n = 0;
-        if (strcmp(s, "plan") == 0 || (sscanf(s, "node.%d%n", &a, &n) == 1 && !s[n]) ||
-            (sscanf(s, "vw.%d.stage.%d%n", &a, &b, &n) == 2 && !s[n] && a < p->nvws &&
-             b < p->vws[a].nstages) ||
-            (sscanf(s, "vw.%d%n", &a, &n) == 1 && !s[n] && a < p->nvws) ||
-            (sscanf(s, "ps.%d%n", &a, &n) == 1 && !s[n] && a < p->nshards))
+        const char *s = hp_ini_section(r->ini, i), *t = s;
+        int a, b;
+        if (strcmp(s, "plan") == 0 || (take_index(&t, "node.", r->cl->nnodes, &a) && !*t))
             continue;
-        BAD("%s: unknown or surplus section [%s]", r->path, s);
+        t = s;
+        if (take_index(&t, "vw.", p->nvws, &a) &&
+            (!*t || (take_index(&t, ".stage.", p->vws[a].nstages, &b) && !*t)))
+            continue;
+        t = s;
+        if (take_index(&t, "ps.", p->nshards, &a) && !*t)
+            continue;
+        BAD("%s: unknown or surplus section [%s] (a plan has [plan], [node.N], [vw.N], "
+            "[vw.N.stage.M] and [ps.N], N and M numbered from 0 without leading zeros)",
+            r->path, s);
     }
     return 0;
 }

@@ -53,7 +53,8 @@ struct hp_comm {
     int rank;
     int nranks;
     int stop_limit_ms; /* a peer on this host stopped this long has failed */
-    int silent;        /* the last peer a send or receive timed out on, -1 */
+    int silent;        /* the first peer a send or receive timed out on, -1 */
+    int stalled;       /* a matched receive never finished: its buffer may still be written */
     int watch_stops;   /* stopped same-host peers fail (not with HETPIPE_LIVENESS=exit) */
     uint8_t token[HP_MSG_TOKEN_LEN];
     ucp_context_h context;
@@ -589,7 +590,8 @@ static int send_finish(struct hp_comm *comm, int peer, void *req, size_t bytes, 
     if (status == UCS_INPROGRESS) {
         hp_error("cannot send %zu bytes to rank %d: timed out after %d ms", bytes, peer,
                  timeout_ms);
-        comm->silent = peer;
+        if (comm->silent < 0) /* the first timeout is the cause; later ones are its echoes */
+            comm->silent = peer;
         close_force(comm, p);
         wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS));
         ucp_request_free(req);
@@ -630,19 +632,69 @@ int hp_comm_send(struct hp_comm *comm, int peer, const struct hp_msg_header *h, 
     return send_finish(comm, peer, req, bytes, timeout_ms);
 }
 
+/* Wait until a message matching (tag, mask) is announced (its header or first fragment has
+ * arrived) and take it from UCX's unexpected queue, so that its sender is known before its
+ * data flows: UCS_OK with *msg and *info; UCS_INPROGRESS at the deadline; or
+ * UCS_ERR_CONNECTION_RESET when a peer that has not said goodbye failed (*failed). */
+static ucs_status_t wait_probe(struct hp_comm *comm, ucp_tag_t tag, ucp_tag_t mask,
+                               int64_t deadline, ucp_tag_message_h *msg, ucp_tag_recv_info_t *info,
+                               int *failed)
+{
+    double idle = 0.0;
+
+    for (;;) {
+        *msg = ucp_tag_probe_nb(comm->worker, tag, mask, 1, info);
+        if (*msg != NULL)
+            return UCS_OK;
+        const int64_t now = now_ms();
+        if (now >= deadline)
+            return UCS_INPROGRESS;
+        for (int i = 0; i < comm->nranks; i++)
+            if (i != comm->rank && !comm->peers[i].retired && peer_failed(comm, i, now)) {
+                *failed = i;
+                return UCS_ERR_CONNECTION_RESET;
+            }
+        progress(comm, &idle);
+    }
+}
+
+/* A receive that was matched stalled: its sender stopped sending in the middle of the message
+ * (stopped, hung or gone). A matched receive cannot be cancelled: close the sender's
+ * endpoint, which fails its transfers, and give the request a bounded time to finish. 0 when
+ * it finished (freed); otherwise it is left to UCX (the buffer must not be freed while the
+ * process goes on, which it does not: every caller fails the rank). */
+static int abandon_recv(struct hp_comm *comm, void *req, int sender)
+{
+    if (sender >= 0 && sender < comm->nranks && comm->peers[sender].ep != NULL)
+        close_force(comm, &comm->peers[sender]);
+    if (wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS)) == UCS_INPROGRESS) {
+        comm->stalled = 1;
+        return -1;
+    }
+    ucp_request_free(req);
+    return 0;
+}
+
 /* Receive one message of (peer, type) into `count` elements of datatype `dt` at `buf`
  * (contiguous when dt is 0; HDR_BYTES + cap bytes in all, the header landing at `hdr`) and
- * validate it. */
+ * validate it. From any peer, the message is probed first: its data then has a deadline of
+ * its own, and a sender that stops midway is named. */
 static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t count,
                      ucp_datatype_t dt, const struct hp_msg_header *hdr, size_t cap, int timeout_ms)
 {
     ucp_request_param_t param = {0};
     ucp_tag_recv_info_t info = {0};
+    ucp_tag_message_h msg = NULL;
     ucs_status_t status;
     ucp_tag_t tag, mask;
+    int sender = peer;
     void *req;
     int ret;
 
+    if (comm->stalled) {
+        hp_error("cannot receive from rank %d: an earlier receive never finished", peer);
+        return -HP_EIO;
+    }
     tag = (peer == HP_COMM_ANY_PEER ? 0 : (ucp_tag_t)peer << 32) | (ucp_tag_t)type;
     mask = (peer == HP_COMM_ANY_PEER ? TAG_MASK_TYPE : TAG_MASK_ALL) &
            (type == HP_MSG_ANY_TYPE ? ~TAG_MASK_TYPE : TAG_MASK_ALL);
@@ -650,29 +702,69 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
     /* No immediate completion: UCX before 1.16 leaves recv_info unfilled when a message that
      * was already waiting completes the receive at once (openucx/ucx#9425), so always take
      * a request and read the tag info from it. */
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    param.recv_info.tag_info = &info;
+    param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     if (dt != 0) {
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
         param.datatype = dt;
     }
-    req = ucp_tag_recv_nbx(comm->worker, buf, count, tag, mask, &param);
+    if (peer == HP_COMM_ANY_PEER) {
+        int failed = -1;
+        status = wait_probe(comm, tag, mask, deadline_of(timeout_ms), &msg, &info, &failed);
+        if (status == UCS_ERR_CONNECTION_RESET) {
+            char cause[96];
+            hp_error("cannot receive from rank %d: the connection failed (%s): the rank is gone",
+                     failed, peer_cause(comm, &comm->peers[failed], cause, sizeof(cause)));
+            return -HP_EIO;
+        }
+        if (status != UCS_OK) {
+            hp_error("cannot receive from any rank: no message of type %d within %d ms", type,
+                     timeout_ms);
+            return -HP_ETIMEOUT;
+        }
+        sender = (int)(info.sender_tag >> 32);
+        if (sender >= comm->nranks)
+            sender = HP_COMM_ANY_PEER; /* rejected below, once drained */
+        req = ucp_tag_msg_recv_nbx(comm->worker, buf, count, msg, &param);
+    } else {
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
+        param.recv_info.tag_info = &info;
+        req = ucp_tag_recv_nbx(comm->worker, buf, count, tag, mask, &param);
+    }
     if (UCS_PTR_IS_ERR(req)) {
         status = UCS_PTR_STATUS(req);
-        hp_error("cannot receive from rank %d: %s", peer, ucs_status_string(status));
+        hp_error("cannot receive from rank %d: %s", sender, ucs_status_string(status));
         return from_ucs(status);
     }
     if (req != NULL) {
-        int failed = peer;
-        status = wait_request_peer(comm, req, deadline_of(timeout_ms), peer, &failed);
+        /* a probed message's data may take the rank's --timeout however short the wait for
+         * its announcement was */
+        const int data_ms = msg != NULL && timeout_ms >= 0 && timeout_ms < comm->stop_limit_ms
+                                ? comm->stop_limit_ms
+                                : timeout_ms;
+        int failed = sender;
+        status = wait_request_peer(comm, req, deadline_of(data_ms), sender, &failed);
         const ucs_status_t why = status;
-        if (status == UCS_INPROGRESS || status == UCS_ERR_CONNECTION_RESET) {
+        if ((status == UCS_INPROGRESS || status == UCS_ERR_CONNECTION_RESET) && msg == NULL) {
             /* Cancel, then wait for the request to finish: it completes with
              * UCS_ERR_CANCELED, or with UCS_OK if the message landed meanwhile (kept). */
             ucp_request_cancel(comm->worker, req);
-            status = wait_request(comm, req, INT64_MAX);
+            status = wait_request(comm, req, deadline_of(CLOSE_TIMEOUT_MS));
         }
-        if (status != UCS_ERR_CANCELED)
+        if (status == UCS_INPROGRESS || (msg != NULL && why == UCS_ERR_CONNECTION_RESET)) {
+            /* matched, and its data stopped coming */
+            if (abandon_recv(comm, req, sender) == 0 || sender < 0) {
+                hp_error("cannot receive from rank %d: the message stopped arriving midway",
+                         sender);
+            } else {
+                hp_error("cannot receive from rank %d: the message stopped arriving midway "
+                         "(%zu bytes announced; the rank stopped sending)",
+                         sender, info.length);
+            }
+            if (sender >= 0 && comm->silent < 0)
+                comm->silent = sender;
+            return why == UCS_ERR_CONNECTION_RESET ? -HP_EIO : -HP_ETIMEOUT;
+        }
+        if (status != UCS_ERR_CANCELED && msg == NULL)
             status = ucp_tag_recv_request_test(req, &info);
         ucp_request_free(req);
         if (status == UCS_ERR_CANCELED && why == UCS_ERR_CONNECTION_RESET) {
@@ -684,7 +776,7 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
         if (status == UCS_ERR_CANCELED) {
             hp_error("cannot receive from rank %d: no message of type %d within %d ms", peer, type,
                      timeout_ms);
-            if (peer >= 0)
+            if (peer >= 0 && comm->silent < 0)
                 comm->silent = peer;
             return -HP_ETIMEOUT;
         }

@@ -50,7 +50,12 @@ short_run() {
     # shellcheck disable=SC2086
     run "$HETPIPE" $args "$@"
     echo "$output" | grep -v '^ ' | tail -5
-    [ "$status" -eq 0 ]
+    if [ "$status" -ne 0 ]; then # the failed run's own account: every rank's errors
+        local kept
+        kept=$(echo "$output" | sed -n 's/.* kept in \(.*\)$/\1/p' | tail -1)
+        [ -n "$kept" ] && grep -H -E 'error|warning|WARN' "$kept"/rank-*.log | head -40
+        false
+    fi
     acc=$(echo "$output" | sed -n 's/^epoch [0-9]*\/[0-9]* test loss .* accuracy \([0-9.]*\)%.*/\1/p' | tail -1)
     echo "# short run $name: test accuracy $acc% (threshold $thr%)" >&3
     [ -n "$acc" ]
