@@ -91,7 +91,8 @@ LAUNCHER_LIBS := $(SLURM_LIBS)
 # libc only: what the SPANK plugin links (it runs inside slurmstepd)
 COMMON_LIBC_SRCS := common/error.c common/parse.c common/options.c common/binding.c
 COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/cli.c common/ini.c common/gpudb.c common/layers.c \
-                 common/paths.c common/model.c common/cluster.c common/plan.c common/planfile.c
+                 common/paths.c common/model.c common/cluster.c common/plan.c common/planfile.c \
+                 common/output.c
 RUNTIME_SRCS  := runtime/backend.c runtime/backend_cpu.c runtime/net.c runtime/data.c \
                  runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
                  runtime/pipeline.c runtime/schedule.c runtime/sync.c runtime/evaluate.c \
@@ -244,6 +245,53 @@ $(BUILD)/spank/%.o: common/%.c
 $(SPANK_SO): $(SPANK_OBJS) spank/spank_hetpipe.map
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=spank/spank_hetpipe.map -o $@ $(SPANK_OBJS)
 # ---- end of SPANK plugin ------------------------------------------------------------------
+
+# ---- fuzzing (tests/fuzz) ----------------------------------------------------------------
+# libFuzzer harnesses, one per parser (tests/fuzz/fuzz_NAME.c; tests/fuzz/README.md). Built
+# with clang into $(FUZZ_BUILD) (never $(BUILD)): the project's objects with
+# -fsanitize=fuzzer-no-link, CPU only (HP_HAVE_CUDA=0, HP_HAVE_SLURM=0), under ASan and UBSan.
+#   make fuzz-build                 build every harness
+#   make fuzz [FUZZ_SECONDS=60]     run each on a scratch copy of its corpus (the repository's
+#                                   corpus is not changed); one line per harness; fails on a crash
+FUZZ_CC      ?= clang-14
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(WERROR) $(FUZZ_SAN) -DHP_HAVE_CUDA=0 \
+                -DHP_HAVE_SLURM=0 -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' \
+                -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS) -MMD -MP
+FUZZ_LIB_SRCS := $(COMMON_SRCS) $(sort $(filter-out runtime/backend_cuda_none.c,$(RUNTIME_SRCS)) \
+                 runtime/backend_cuda_none.c) launcher/slurm.c
+FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_LIB      := $(FUZZ_BUILD)/libhp_fuzz.a
+FUZZ_NAMES    := siteconf model cluster plan binding address msgheader options gres manifest \
+                 $(if $(filter 1,$(HAVE_SPANK)),plugstack)
+FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
+FUZZ_LINK     := $(FUZZ_LIB) $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -lz -lpthread $(COMMON_LIBS)
+
+.PHONY: fuzz-build fuzz
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@FUZZ_BUILD=$(FUZZ_BUILD) sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_NAMES)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(CFLAGS) -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_LIB_OBJS)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(CFLAGS) $(LDFLAGS) -o $@ $< $(FUZZ_LINK)
+
+# the plugin's argument parsing, with stubs for the spank_* calls (tests/fuzz/fuzz_plugstack.c)
+$(FUZZ_BUILD)/fuzz_plugstack: spank/spank_hetpipe.c
+
+-include $(FUZZ_LIB_OBJS:.o=.d) $(FUZZ_BINS:=.d)
+# ---- end of fuzzing -----------------------------------------------------------------------
 
 check: all
 	@HETPIPE=$(abspath $(HETPIPE)) BOOT_CHECK=$(abspath $(BOOT_CHECK)) UNIT_TESTS=$(abspath $(UNIT_TESTS)) sh tests/run.sh

@@ -20,6 +20,9 @@ struct hp_ini {
     char *path;
 };
 
+/* The longest line iniparser 4.1 reads: ASCIILINESZ (1024) less its newline and NUL. */
+#define INIPARSER_LINE_MAX 1022
+
 /* iniparser reports syntax errors through a global callback; we collect the first one. */
 static char parse_error[512];
 
@@ -131,6 +134,12 @@ static int check_sections(const char *path)
         int first;
 
         lineno++;
+        if (strcspn(line, "\n") > INIPARSER_LINE_MAX) {
+            hp_error("%s: line %d is longer than %d characters, which iniparser cannot read", path,
+                     lineno, INIPARSER_LINE_MAX);
+            rc = -HP_ECONFIG;
+            break;
+        }
         if (key_name(line, name, sizeof(name))) {
             if (!in_section) {
                 hp_error("%s: line %d: key '%s' before any [section]", path, lineno, name);
@@ -262,6 +271,27 @@ int hp_ini_has(const struct hp_ini *ini, const char *section, const char *key)
     return lookup(ini, section, key) != NULL;
 }
 
+/* Key k as the list key `base` (its first n characters): 0 for the key itself, i for its
+ * continuation "base.i" (i >= 1 in decimal, no leading zero), -1 for neither. */
+static long continuation(const char *k, const char *base, size_t n)
+{
+    long i = 0;
+
+    if (strncasecmp(k, base, n) != 0)
+        return -1;
+    k += n;
+    if (!*k)
+        return 0;
+    if (*k++ != '.' || *k < '1' || *k > '9')
+        return -1;
+    for (; *k; k++) {
+        if (!isdigit((unsigned char)*k) || i > 100000000)
+            return -1;
+        i = 10 * i + (*k - '0');
+    }
+    return i;
+}
+
 int hp_ini_check_keys(const struct hp_ini *ini, const char *section, const char *const *allowed)
 {
     int n = iniparser_getsecnkeys(ini->dict, section);
@@ -279,14 +309,21 @@ int hp_ini_check_keys(const struct hp_ini *ini, const char *section, const char 
         int found = 0;
 
         k = k ? k + 1 : keys[i];
-        for (int j = 0; allowed[j]; j++)
-            if (strcasecmp(k, allowed[j]) == 0)
-                found = 1;
+        for (int j = 0; allowed[j]; j++) {
+            const size_t len = strlen(allowed[j]);
+            if (len > 0 && allowed[j][len - 1] == '+')
+                found |= continuation(k, allowed[j], len - 1) >= 0;
+            else
+                found |= strcasecmp(k, allowed[j]) == 0;
+        }
         if (!found) {
             char list[512] = "";
             for (int j = 0; allowed[j]; j++) {
-                strncat(list, j ? ", " : "", sizeof(list) - strlen(list) - 1);
-                strncat(list, allowed[j], sizeof(list) - strlen(list) - 1);
+                const size_t len = strcspn(allowed[j], "+"), room = sizeof(list) - strlen(list) - 1;
+                strncat(list, j ? ", " : "", room);
+                strncat(list, allowed[j],
+                        len < sizeof(list) - strlen(list) - 1 ? len
+                                                              : sizeof(list) - strlen(list) - 1);
             }
             hp_error("%s: [%s]: unknown key '%s' (allowed: %s)", ini->path, section, k, list);
             rc = -HP_ECONFIG;
@@ -411,4 +448,125 @@ int hp_ini_get_enum(const struct hp_ini *ini, const char *section, const char *k
     hp_error("%s: [%s]: key '%s': unknown value '%s' (allowed: %s)", ini->path, section, key, v,
              list);
     return -HP_ECONFIG;
+}
+
+int hp_ini_get_list(const struct hp_ini *ini, const char *section, const char *key, int required,
+                    char **out)
+{
+    const size_t n = strlen(key);
+    int nkeys = iniparser_getsecnkeys(ini->dict, section);
+    const char **keys = NULL;
+    long parts = 0;
+    const char *v;
+    size_t len;
+    char *s;
+
+    *out = NULL;
+    if (hp_ini_get_str(ini, section, key, required, NULL, &v) || !v)
+        return v || !required ? 0 : -HP_ECONFIG;
+    if (nkeys > 0 && !(keys = calloc((size_t)nkeys, sizeof(*keys))))
+        return -HP_ENOMEM;
+    if (keys)
+        iniparser_getseckeys(ini->dict, section, keys);
+    for (int i = 0; i < nkeys; i++) {
+        const char *k = strchr(keys[i], ':');
+        parts += continuation(k ? k + 1 : keys[i], key, n) > 0;
+    }
+    free(keys);
+    len = strlen(v) + 1;
+    for (long i = 1; i <= parts; i++) {
+        char part[256];
+        const char *pv;
+        snprintf(part, sizeof(part), "%s.%ld", key, i);
+        if (!(pv = lookup(ini, section, part))) {
+            hp_error("%s: [%s]: key '%s' is continued in %ld more keys, but '%s' is missing "
+                     "(continuations are numbered 1, 2, ...)",
+                     ini->path, section, key, parts, part);
+            return -HP_ECONFIG;
+        }
+        len += strlen(pv) + 1;
+    }
+    if (!(s = malloc(len)))
+        return -HP_ENOMEM;
+    strcpy(s, v);
+    for (long i = 1; i <= parts; i++) {
+        char part[256];
+        snprintf(part, sizeof(part), "%s.%ld", key, i);
+        strcat(s, ",");
+        strcat(s, lookup(ini, section, part));
+    }
+    *out = s;
+    return 0;
+}
+
+int hp_ini_write_str(FILE *f, const char *key, const char *value, const char *what, char *err,
+                     size_t errlen)
+{
+    const size_t n = strlen(value);
+    const int dq = strchr(value, '"') != NULL, sq = strchr(value, '\'') != NULL;
+    int quote = n > 0 && (isspace((unsigned char)value[0]) || isspace((unsigned char)value[n - 1]));
+
+    for (const char *c = value; *c; c++) {
+        if (iscntrl((unsigned char)*c) && *c != '\t') {
+            snprintf(err, errlen,
+                     "%s holds a control character (0x%02x), which a file of "
+                     "key = value lines cannot hold",
+                     what, (unsigned)(unsigned char)*c);
+            return -1;
+        }
+        quote |= strchr(";#=\\\"'", *c) != NULL;
+    }
+    if (dq && sq) {
+        snprintf(err, errlen,
+                 "%s holds both a single and a double quote, which an INI value "
+                 "(iniparser) cannot hold",
+                 what);
+        return -1;
+    }
+    if (strlen(key) + n + 5 > HP_INI_LINE_MAX) {
+        snprintf(err, errlen,
+                 "%s is %zu characters long: an INI line (iniparser) holds at most "
+                 "%d",
+                 what, n, HP_INI_LINE_MAX);
+        return -1;
+    }
+    if (!quote && n > 0)
+        fprintf(f, "%s = %s\n", key, value);
+    else
+        fprintf(f, "%s = %c%s%c\n", key, dq ? '\'' : '"', value, dq ? '\'' : '"');
+    return 0;
+}
+
+void hp_ini_list_begin(struct hp_ini_list *l, FILE *f, const char *key)
+{
+    *l = (struct hp_ini_list){.f = f, .key = key};
+}
+
+void hp_ini_list_add(struct hp_ini_list *l, const char *item)
+{
+    const size_t n = strlen(item);
+
+    if (l->count > 0 && l->len + 1 + n > HP_INI_LINE_MAX) {
+        fprintf(l->f, "\n");
+        l->count = 0;
+        l->part++;
+    }
+    if (l->count == 0) {
+        int w =
+            l->part ? fprintf(l->f, "%s.%d = ", l->key, l->part) : fprintf(l->f, "%s = ", l->key);
+        l->len = w > 0 ? (size_t)w : 0;
+    } else {
+        fputc(',', l->f);
+        l->len++;
+    }
+    fputs(item, l->f);
+    l->len += n;
+    l->count++;
+}
+
+void hp_ini_list_end(struct hp_ini_list *l)
+{
+    if (l->count == 0 && l->part == 0)
+        fprintf(l->f, "%s = ", l->key);
+    fprintf(l->f, "\n");
 }

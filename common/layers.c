@@ -4,6 +4,7 @@
 #include "error.h"
 #include "log.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,11 +57,27 @@ static int window_out(int in, int kernel, int stride, int pad)
     return (in + 2 * pad - kernel) / stride + 1;
 }
 
+/* A tensor of more than 2^31 - 1 values per sample: the backends index with int (BLAS too),
+ * and its count would wrap. Its factors are checked in 64 bits, each positive. */
+static int too_big(const struct hp_unit *u, const struct hp_op *op, const char *which,
+                   struct hp_shape s)
+{
+    if (s.c > 0 && s.h > 0 && s.w > 0 && s.c <= HP_MAX_TENSOR && s.h <= HP_MAX_TENSOR / s.c &&
+        s.w <= HP_MAX_TENSOR / ((int64_t)s.c * s.h))
+        return 0;
+    hp_error("unit '%s': the %s of %s (%dx%dx%d) has more than %d (2^31 - 1) values per sample "
+             "or a dimension below 1",
+             u->name, which, hp_op_name(op->type), s.c, s.h, s.w, HP_MAX_TENSOR);
+    return 1;
+}
+
 static int infer(struct hp_unit *u, struct hp_op *op)
 {
     struct hp_shape in = hp_unit_tensor_shape(u, op->in[0]), out = in;
 
     op->in_shape = in;
+    if (too_big(u, op, "input", in))
+        return -HP_EMODEL;
     switch (op->type) {
     case HP_OP_CONV:
         if (op->filters <= 0 || op->kernel <= 0 || op->stride <= 0 || op->pad < 0) {
@@ -73,6 +90,12 @@ static int infer(struct hp_unit *u, struct hp_op *op)
         if (out.h <= 0 || out.w <= 0) {
             hp_error("unit '%s': conv kernel %d does not fit the input %dx%d with padding %d",
                      u->name, op->kernel, in.h, in.w, op->pad);
+            return -HP_EMODEL;
+        }
+        if ((double)op->filters * in.c * op->kernel * op->kernel > HP_MAX_TENSOR) {
+            hp_error("unit '%s': conv with %d filters of %dx%dx%d has more than %d (2^31 - 1) "
+                     "parameters",
+                     u->name, op->filters, in.c, op->kernel, op->kernel, HP_MAX_TENSOR);
             return -HP_EMODEL;
         }
         op->nparams = (size_t)op->filters * in.c * op->kernel * op->kernel +
@@ -117,7 +140,7 @@ static int infer(struct hp_unit *u, struct hp_op *op)
         }
         break;
     case HP_OP_FLATTEN:
-        out = (struct hp_shape){(int)hp_shape_size(in), 1, 1};
+        out = (struct hp_shape){(int)hp_shape_size(in), 1, 1}; /* in is checked below 2^31 */
         break;
     case HP_OP_DROPOUT:
         if (!(op->p >= 0.0f && op->p < 1.0f)) {
@@ -138,6 +161,13 @@ static int infer(struct hp_unit *u, struct hp_op *op)
         break;
     default:
         hp_error("unit '%s': unknown op type %d", u->name, (int)op->type);
+        return -HP_EMODEL;
+    }
+    if (too_big(u, op, "output", out))
+        return -HP_EMODEL;
+    if (op->nparams > HP_MAX_TENSOR) {
+        hp_error("unit '%s': %s has %zu parameters, more than %d (2^31 - 1)", u->name,
+                 hp_op_name(op->type), op->nparams, HP_MAX_TENSOR);
         return -HP_EMODEL;
     }
     op->out_shape = out;

@@ -22,6 +22,9 @@ struct hp_shape {
     int c, h, w;
 };
 
+/* The most values a tensor may hold per sample, and an op's parameters: 2^31 - 1. */
+#define HP_MAX_TENSOR 2147483647
+
 static inline size_t hp_shape_size(struct hp_shape s)
 {
     return (size_t)s.c * s.h * s.w;

@@ -4,6 +4,7 @@
 #include "error.h"
 #include "ini.h"
 #include "log.h"
+#include "output.h"
 #include "options.h"
 #include "parse.h"
 
@@ -15,58 +16,93 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_PLAN_GPUS 4096
+#define MAX_PLAN_GPUS 65536 /* the most GPUs of a cluster (cluster.c) */
 
 /* The [plan] keys that are options: written and read by the options table. */
-static void write_options(FILE *f, const struct hp_plan *p)
+/* "key = value" that reads back as value, or an error naming what cannot be written. */
+static int write_str(FILE *f, const char *key, const char *value, const char *what)
+{
+    char err[512];
+
+    if (hp_ini_write_str(f, key, value, what, err, sizeof(err)) == 0)
+        return 0;
+    hp_error("cannot write the plan: %s", err);
+    return -HP_EINVAL;
+}
+
+static int write_options(FILE *f, const struct hp_plan *p)
 {
     struct hp_options o;
-    char v[4200];
+    char v[4200], what[256];
 
     hp_options_init(&o, HP_CMD_PLAN);
     hp_plan_opts_to(&p->opts, &o);
     o.model = p->model;
-    for (int i = 0; i < HP_OPT_COUNT; i++)
-        if (hp_opts[i].plan_key && hp_opt_format(&o, (enum hp_opt)i, v, sizeof(v)) == 0)
-            fprintf(f, "%s = %s\n", hp_opts[i].plan_key, v);
+    for (int i = 0; i < HP_OPT_COUNT; i++) {
+        if (!hp_opts[i].plan_key || hp_opt_format(&o, (enum hp_opt)i, v, sizeof(v)) != 0)
+            continue;
+        snprintf(what, sizeof(what), "the %s ('%.80s%s')", hp_opts[i].plan_key, v,
+                 strlen(v) > 80 ? "..." : "");
+        if (write_str(f, hp_opts[i].plan_key, v, what))
+            return -HP_EINVAL;
+    }
+    return 0;
 }
 
-static void write_nodes(FILE *f, const struct hp_cluster *cl, const struct hp_gpudb *db)
+static int write_nodes(FILE *f, const struct hp_cluster *cl, const struct hp_gpudb *db)
 {
     for (int n = 0; n < cl->nnodes; n++) {
         const struct hp_node *nd = &cl->nodes[n];
+        struct hp_ini_list l;
+        char what[256], item[16];
         int identity = 1;
-        fprintf(f, "\n[node.%d]\nname = %s\ngpus = ", n, nd->name);
+        snprintf(what, sizeof(what), "the name of node %d ('%.80s')", n, nd->name);
+        fprintf(f, "\n[node.%d]\n", n);
+        if (write_str(f, "name", nd->name, what))
+            return -HP_EINVAL;
+        hp_ini_list_begin(&l, f, "gpus");
         for (int i = 0; i < nd->ngpus; i++) {
-            fprintf(f, "%s%s", i ? "," : "", db->types[cl->gpus[nd->first_gpu + i].type].name);
+            hp_ini_list_add(&l, db->types[cl->gpus[nd->first_gpu + i].type].name);
             identity &= cl->gpus[nd->first_gpu + i].index == i;
         }
-        fprintf(f, "\n");
-        for (int i = 0; !identity && i < nd->ngpus; i++)
-            fprintf(f, "%s%d", i ? "," : "devices = ", cl->gpus[nd->first_gpu + i].index);
-        if (!identity)
-            fprintf(f, "\n");
+        hp_ini_list_end(&l);
+        if (identity)
+            continue;
+        hp_ini_list_begin(&l, f, "devices");
+        for (int i = 0; i < nd->ngpus; i++) {
+            snprintf(item, sizeof(item), "%d", cl->gpus[nd->first_gpu + i].index);
+            hp_ini_list_add(&l, item);
+        }
+        hp_ini_list_end(&l);
     }
+    return 0;
 }
 
 int hp_planfile_write(FILE *f, const struct hp_plan *p, const struct hp_cluster *cl,
                       const struct hp_gpudb *db, const char *token)
 {
+    struct hp_ini_list l;
+    char item[16];
     int rank = 0;
 
     fprintf(f, "; hetpipe plan: written by hetpipe plan; read by hetpipe launch and the ranks\n");
-    fprintf(f, "[plan]\nversion = %d\ncluster = %s\n", p->version, p->cluster);
-    write_options(f, p);
+    fprintf(f, "[plan]\nversion = %d\n", p->version);
+    if (write_str(f, "cluster", p->cluster, "the cluster's name") || write_options(f, p))
+        return -HP_EINVAL;
     fprintf(f, "grouping = %s\ntoken = %s\nunits = %d\nvws = %d\nshards = %d\nranks = %d\n",
             hp_policy_name(p->grouping), token, p->nunits, p->nvws, p->nshards, p->nranks);
     fprintf(f,
             "rate = %.17g\nallreduce_s = %.17g\nwave_bytes_default = %.17g\n"
-            "wave_bytes_local = %.17g\nunit_shard = ",
+            "wave_bytes_local = %.17g\n",
             p->rate, p->allreduce_s, p->wave_bytes[0], p->wave_bytes[1]);
-    for (int u = 0; u < p->nunits; u++)
-        fprintf(f, "%s%d", u ? "," : "", p->nshards ? p->unit_shard[u] : 0);
-    fprintf(f, "\n");
-    write_nodes(f, cl, db);
+    hp_ini_list_begin(&l, f, "unit_shard");
+    for (int u = 0; u < p->nunits; u++) {
+        snprintf(item, sizeof(item), "%d", p->nshards ? p->unit_shard[u] : 0);
+        hp_ini_list_add(&l, item);
+    }
+    hp_ini_list_end(&l);
+    if (write_nodes(f, cl, db))
+        return -HP_EINVAL;
     for (int v = 0; v < p->nvws; v++) {
         const struct hp_vw_plan *vw = &p->vws[v];
         fprintf(f,
@@ -94,31 +130,16 @@ int hp_planfile_write(FILE *f, const struct hp_plan *p, const struct hp_cluster 
 int hp_planfile_save(const char *path, const struct hp_plan *p, const struct hp_cluster *cl,
                      const struct hp_gpudb *db, const char *token)
 {
-    char tmp[4096];
-    FILE *f;
-    int fd, rc;
+    FILE *f = hp_out_open(path, "plan", 0600) /* it holds the job token */;
+    int rc;
 
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || !(f = fdopen(fd, "w"))) {
-        rc = -errno;
-        hp_error("cannot write plan file '%s': %s", tmp, hp_strerror(rc));
-        if (fd >= 0)
-            close(fd);
-        return rc;
-    }
+    if (!f)
+        return -HP_EIO;
     rc = hp_planfile_write(f, p, cl, db, token);
-    if (!rc && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        rc = -errno;
-    if (fclose(f) != 0 && !rc)
-        rc = -errno;
-    if (!rc && rename(tmp, path) != 0)
-        rc = -errno;
-    if (rc) {
-        hp_error("cannot write plan file '%s': %s", path, hp_strerror(rc));
-        unlink(tmp);
-    }
-    return rc;
+    if (rc)
+        hp_error("cannot write the plan to '%s': %s", path, hp_strerror(rc));
+    const int crc = hp_out_close(f, !rc);
+    return rc ? rc : crc;
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
@@ -130,8 +151,8 @@ struct reader {
     const struct hp_gpudb *db;
     struct hp_plan *p;
     struct hp_cluster *cl;
-    char *buf;    /* list scratch */
-    char **items; /* [MAX_PLAN_GPUS] */
+    char *buf;    /* the list being split (hp_ini_get_list's) */
+    char **items; /* its items */
     int *rank_used, *gpu_used;
 };
 
@@ -155,9 +176,9 @@ static const char *const plan_keys[] = {"version",
                                         "allreduce_s",
                                         "wave_bytes_default",
                                         "wave_bytes_local",
-                                        "unit_shard",
+                                        "unit_shard+",
                                         NULL};
-static const char *const node_keys[] = {"name", "gpus", "devices", NULL};
+static const char *const node_keys[] = {"name", "gpus+", "devices+", NULL};
 static const char *const vw_keys[] = {"nm", "stages", "rate", "bottleneck_s", "round_s", NULL};
 static const char *const stage_keys[] = {
     "rank",  "node",  "device", "type",        "first_unit", "end_unit", "in_flight",
@@ -186,13 +207,25 @@ static int get_dbl(const struct reader *r, const char *sec, const char *key, dou
     return hp_ini_get_double(r->ini, sec, key, 1, 0.0, 0.0, 1e300, out) ? -1 : 0;
 }
 
-/* Split a comma-separated list into r->items (at most max); the count, or -1. */
-static int split_list(struct reader *r, const char *s, int max)
+/* The list key `key` of `sec` (continuations joined) split at commas into r->items (at most
+ * max); the count, -1 for more than max, or -2 after an error (absent, memory). */
+static int split_list(struct reader *r, const char *sec, const char *key, int max)
 {
     int n = 0;
     char *save = NULL;
+    size_t commas = 1;
 
-    snprintf(r->buf, 65536, "%s", s);
+    free(r->buf);
+    free(r->items);
+    r->items = NULL;
+    if (hp_ini_get_list(r->ini, sec, key, 1, &r->buf))
+        return -2;
+    for (const char *c = r->buf; *c; c++)
+        commas += *c == ',';
+    if (!(r->items = calloc(commas, sizeof(*r->items)))) {
+        hp_error("%s: out of memory reading the plan", r->path);
+        return -2;
+    }
     for (char *t = strtok_r(r->buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (n == max)
             return -1;
@@ -270,13 +303,13 @@ static int read_header(struct reader *r, char *token)
 /* A node's optional devices: distinct indices, one per GPU. */
 static int read_devices(struct reader *r, const char *sec, int n, int k)
 {
-    const char *v;
     int kd;
 
     if (!hp_ini_has(r->ini, sec, "devices"))
         return 0;
-    hp_ini_get_str(r->ini, sec, "devices", 1, NULL, &v);
-    kd = split_list(r, v, MAX_PLAN_GPUS);
+    kd = split_list(r, sec, "devices", MAX_PLAN_GPUS);
+    if (kd == -2)
+        return -HP_ECONFIG;
     if (kd != k)
         BAD("%s: [%s]: key 'devices': %d entries for %d GPUs", r->path, sec, kd < 0 ? 0 : kd, k);
     for (int i = 0; i < k; i++) {
@@ -313,10 +346,13 @@ static int read_nodes(struct reader *r)
             hp_ini_get_str(r->ini, sec, "name", 1, NULL, &v))
             return -HP_ECONFIG;
         snprintf(cl->nodes[n].name, sizeof(cl->nodes[n].name), "%s", v);
-        if (hp_ini_get_str(r->ini, sec, "gpus", 1, NULL, &v))
+        const int k = split_list(r, sec, "gpus", MAX_PLAN_GPUS - cl->ngpus);
+        if (k == -2)
             return -HP_ECONFIG;
-        const int k = split_list(r, v, MAX_PLAN_GPUS - cl->ngpus);
-        if (k <= 0)
+        if (k == -1)
+            BAD("%s: [%s]: key 'gpus': the plan has more than %d GPUs", r->path, sec,
+                MAX_PLAN_GPUS);
+        if (k == 0)
             BAD("%s: [%s]: key 'gpus': expected a comma-separated list of GPU types", r->path, sec);
         cl->nodes[n].first_gpu = cl->ngpus;
         cl->nodes[n].ngpus = k;
@@ -338,12 +374,13 @@ static int read_unit_shard(struct reader *r)
 {
     struct hp_plan *p = r->p;
     const int last = p->nshards ? p->nshards - 1 : 0;
-    const char *v;
     int k;
 
-    if (hp_ini_get_str(r->ini, "plan", "unit_shard", 1, NULL, &v))
+    k = split_list(r, "plan", "unit_shard", p->nunits);
+    if (k == -2)
         return -HP_ECONFIG;
-    k = split_list(r, v, MAX_PLAN_GPUS);
+    if (k == -1)
+        BAD("%s: [plan]: key 'unit_shard': more entries than the %d units", r->path, p->nunits);
     if (k != p->nunits)
         BAD("%s: [plan]: key 'unit_shard': %d entries for %d units", r->path, k < 0 ? 0 : k,
             p->nunits);
@@ -468,7 +505,8 @@ static int take_index(const char **s, const char *prefix, int limit, int *out)
     const char *t = *s + n;
     long v = 0;
 
-    if (strncmp(*s, prefix, n) != 0 || !isdigit((unsigned char)*t) || (t[0] == '0' && isdigit((unsigned char)t[1])))
+    if (strncmp(*s, prefix, n) != 0 || !isdigit((unsigned char)*t) ||
+        (t[0] == '0' && isdigit((unsigned char)t[1])))
         return 0;
     for (; isdigit((unsigned char)*t); t++) {
         v = 10 * v + (*t - '0');
@@ -542,9 +580,7 @@ int hp_planfile_load(const char *path, const struct hp_gpudb *db, struct hp_plan
     rc = hp_ini_load(path, &r.ini);
     if (rc)
         return rc;
-    r.buf = malloc(65536);
-    r.items = calloc(MAX_PLAN_GPUS, sizeof(*r.items));
-    rc = r.buf && r.items ? read_plan(&r, token) : -HP_ENOMEM;
+    rc = read_plan(&r, token);
     if (rc == -HP_ENOMEM)
         hp_error("%s: out of memory reading the plan", path);
     free(r.buf);

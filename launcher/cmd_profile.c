@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "error.h"
 #include "log.h"
+#include "output.h"
 #include "model.h"
 #include "net.h"
 #include "profile.h"
@@ -132,9 +133,8 @@ int hp_cmd_profile(int argc, char **argv)
     if ((rc = hp_model_load(o.model, &m)) ||
         (rc = hp_backend_create(hp_opt_word(HP_OPT_DEVICE, o.device), &be)))
         goto done;
-    f = fopen(o.out, "w");
+    f = hp_out_open(o.out, "profile", 0666);
     if (!f) {
-        hp_error("cannot write profile '%s': %s", o.out, strerror(errno));
         rc = -HP_EIO;
         goto done;
     }
@@ -144,11 +144,13 @@ int hp_cmd_profile(int argc, char **argv)
             m->name, o.type ? o.type : (be->kind == HP_DEVICE_CPU ? "cpu" : be->name), be->name,
             o.batch);
     rc = write_units(&o, m, be, f);
+    if (hp_out_close(f, !rc) && !rc)
+        rc = -HP_EIO;
+    f = NULL;
     if (!rc)
         printf("profile written to %s\n", o.out);
 done:
-    if (f && fclose(f) != 0 && !rc)
-        rc = -HP_EIO;
+    hp_out_close(f, 0);
     hp_backend_destroy(be);
     hp_model_destroy(m);
     if (rc)

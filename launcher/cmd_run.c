@@ -43,7 +43,7 @@ struct local {
     char dir[4096], boot[4200], plan_path[4200], rank_bin[4096], emu[64];
     const char *av[MAX_ARGS];
     char store[1 << 17]; /* the strings of av */
-    char resume[4200]; /* --resume resolved */
+    char resume[4200];   /* --resume resolved */
     pid_t *pids;
     int failed;  /* the first rank that failed, nranks when interrupted, -1 */
     int stopped; /* ranks that checkpointed and stopped on request */
@@ -150,6 +150,9 @@ static void exec_rank(const struct local *L, int r, const char *parent)
     setenv("HETPIPE_PARENT", parent, 1);
     setenv("OPENBLAS_NUM_THREADS",
            getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "1", 1);
+    /* every rank is on this machine: UCX's network transports use loopback only (and listen
+     * on no other interface) unless the user chose devices */
+    setenv("UCX_NET_DEVICES", "lo", 0);
     snprintf(logp, sizeof(logp), "%s/rank-%d.log", L->dir, r);
     fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
     if (fd >= 0 && r > 0) {
@@ -331,7 +334,8 @@ int hp_cmd_run(int argc, char **argv)
     } else if (!rc) {
         printf("hetpipe run: plan and logs in %s\n", L->dir);
     }
-    rc = rc ? 1 : L->stopped ? HP_CKPT_EXIT : 0;
+    /* interrupted: the shell's convention, 128 + the signal */
+    rc = interrupted ? 128 + (int)interrupted : rc ? 1 : L->stopped ? HP_CKPT_EXIT : 0;
 out_status:
     free(L->pids);
     hp_job_release(&L->job);

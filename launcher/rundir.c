@@ -3,6 +3,7 @@
 
 #include "log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,15 +35,40 @@ static int make_private(const char *cmd, const char *dir)
     return 0;
 }
 
-static int create(const char *cmd, const char *given, const char *base, const char *name,
-                  char *out, size_t n)
+/* A run directory the user gave that exists: it must hold nothing (files of an earlier run,
+ * its address files above all, would be taken for this one's). */
+static int empty(const char *cmd, const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int rc = 0;
+
+    if (!d) {
+        hp_error("%s: cannot read directory '%s': %s", cmd, dir, strerror(errno));
+        return -1;
+    }
+    while (rc == 0 && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            hp_error("%s: --run-dir '%s' exists and is not empty (it holds '%s'): give a new or "
+                     "empty directory",
+                     cmd, dir, e->d_name);
+            rc = -1;
+        }
+    closedir(d);
+    return rc;
+}
+
+static int create(const char *cmd, const char *given, const char *base, const char *name, char *out,
+                  size_t n)
 {
     if (given) {
         if ((size_t)snprintf(out, n, "%s", given) >= n) {
             hp_error("%s: the run directory's path is too long", cmd);
             return -1;
         }
-        return make_private(cmd, out);
+        if (mkdir(out, 0700) == 0)
+            return 0;
+        return make_private(cmd, out) || empty(cmd, out) ? -1 : 0;
     }
     if (strstr(name, "XXXXXX")) {
         if ((size_t)snprintf(out, n, "%s/%s", base, name) >= n) {

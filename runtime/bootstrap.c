@@ -289,9 +289,10 @@ static int local_publish(struct hp_boot *b, const void *blob, size_t len)
     return 0;
 }
 
-/* Read and validate addr.<r>. Returns 1 when it was taken, 0 when it is not there yet, or a
- * negative code (-HP_EPROTOCOL for a malformed file). */
-static int local_take(struct hp_boot *b, int r)
+/* Read and validate dir/addr.<r> through dirfd (dir names it in messages): 1 with *out (the
+ * blob, malloc'ed) and *outlen, 0 when it is not there yet, or a negative code (-HP_EPROTOCOL
+ * for a malformed file). */
+static int addr_read(int dirfd, const char *dir, int r, int nranks, uint8_t **out, size_t *outlen)
 {
     struct file_header h;
     struct stat st;
@@ -301,95 +302,122 @@ static int local_take(struct hp_boot *b, int r)
     int fd, ret;
 
     snprintf(name, sizeof(name), "addr.%d", r);
-    fd = openat(b->dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
         if (errno == ENOENT)
             return 0;
         ret = -errno;
-        hp_error("cannot open address file '%s/%s': %s", b->dir, name, strerror(errno));
+        hp_error("cannot open address file '%s/%s': %s", dir, name, strerror(errno));
         return ret;
     }
     if (fstat(fd, &st) < 0) {
         ret = -errno;
-        hp_error("cannot stat address file '%s/%s': %s", b->dir, name, strerror(errno));
+        hp_error("cannot stat address file '%s/%s': %s", dir, name, strerror(errno));
         goto out;
     }
     ret = -HP_EPROTOCOL;
     if (!S_ISREG(st.st_mode)) {
-        hp_error("invalid address file '%s/%s': not a regular file", b->dir, name);
+        hp_error("invalid address file '%s/%s': not a regular file", dir, name);
         goto out;
     }
     if ((size_t)st.st_size < sizeof(h)) {
-        hp_error("invalid address file '%s/%s': truncated header (%lld of %zu bytes)", b->dir, name,
+        hp_error("invalid address file '%s/%s': truncated header (%lld of %zu bytes)", dir, name,
                  (long long)st.st_size, sizeof(h));
         goto out;
     }
     n = pread(fd, &h, sizeof(h), 0);
     if (n != (ssize_t)sizeof(h)) {
-        hp_error("invalid address file '%s/%s': truncated header (read %zd of %zu bytes)", b->dir,
+        hp_error("invalid address file '%s/%s': truncated header (read %zd of %zu bytes)", dir,
                  name, n, sizeof(h));
         goto out;
     }
     if (h.magic != FILE_MAGIC) {
-        hp_error("invalid address file '%s/%s': magic 0x%08x is not 0x%08x", b->dir, name,
+        hp_error("invalid address file '%s/%s': magic 0x%08x is not 0x%08x", dir, name,
                  (unsigned)h.magic, FILE_MAGIC);
         goto out;
     }
     if (h.version != FILE_VERSION) {
-        hp_error("invalid address file '%s/%s': version %u is not %d", b->dir, name,
+        hp_error("invalid address file '%s/%s': version %u is not %d", dir, name,
                  (unsigned)h.version, FILE_VERSION);
         goto out;
     }
     if (h.reserved != 0) {
-        hp_error("invalid address file '%s/%s': reserved field %u is not 0", b->dir, name,
+        hp_error("invalid address file '%s/%s': reserved field %u is not 0", dir, name,
                  (unsigned)h.reserved);
         goto out;
     }
     if (h.rank != r) {
-        hp_error("invalid address file '%s/%s': rank %d, expected %d", b->dir, name, (int)h.rank,
-                 r);
+        hp_error("invalid address file '%s/%s': rank %d, expected %d", dir, name, (int)h.rank, r);
         goto out;
     }
-    if (h.nranks != b->nranks) {
-        hp_error("invalid address file '%s/%s': nranks %d, expected %d (another job?)", b->dir,
-                 name, (int)h.nranks, b->nranks);
+    if (h.nranks != nranks) {
+        hp_error("invalid address file '%s/%s': nranks %d, expected %d (another job?)", dir, name,
+                 (int)h.nranks, nranks);
         goto out;
     }
     if (h.blob_len < 1 || h.blob_len > BLOB_MAX) {
-        hp_error("invalid address file '%s/%s': blob length %llu, allowed 1 .. %d", b->dir, name,
+        hp_error("invalid address file '%s/%s': blob length %llu, allowed 1 .. %d", dir, name,
                  (unsigned long long)h.blob_len, BLOB_MAX);
         goto out;
     }
     if ((uint64_t)st.st_size != sizeof(h) + h.blob_len) {
-        hp_error("invalid address file '%s/%s': %lld bytes, header says %llu (%s)", b->dir, name,
+        hp_error("invalid address file '%s/%s': %lld bytes, header says %llu (%s)", dir, name,
                  (long long)st.st_size, (unsigned long long)(sizeof(h) + h.blob_len),
                  (uint64_t)st.st_size < sizeof(h) + h.blob_len ? "truncated" : "trailing bytes");
         goto out;
     }
     blob = malloc((size_t)h.blob_len);
     if (blob == NULL) {
-        hp_error("cannot read address file '%s/%s': out of memory", b->dir, name);
+        hp_error("cannot read address file '%s/%s': out of memory", dir, name);
         ret = -HP_ENOMEM;
         goto out;
     }
     n = pread(fd, blob, (size_t)h.blob_len, sizeof(h));
     if (n != (ssize_t)h.blob_len) {
-        hp_error("invalid address file '%s/%s': truncated blob (read %zd of %llu bytes)", b->dir,
-                 name, n, (unsigned long long)h.blob_len);
+        hp_error("invalid address file '%s/%s': truncated blob (read %zd of %llu bytes)", dir, name,
+                 n, (unsigned long long)h.blob_len);
         goto out;
     }
     if (file_checksum(&h, blob, (size_t)h.blob_len) != h.checksum) {
         hp_error("invalid address file '%s/%s': checksum 0x%016llx does not match the contents",
-                 b->dir, name, (unsigned long long)h.checksum);
+                 dir, name, (unsigned long long)h.checksum);
         goto out;
     }
-    b->blob[r] = blob;
-    b->len[r] = (size_t)h.blob_len;
+    *out = blob;
+    *outlen = (size_t)h.blob_len;
     blob = NULL;
     ret = 1;
 out:
     free(blob);
     close(fd);
+    return ret;
+}
+
+static int local_take(struct hp_boot *b, int r)
+{
+    return addr_read(b->dirfd, b->dir, r, b->nranks, &b->blob[r], &b->len[r]);
+}
+
+int hp_boot_addr_read(const char *dir, int r, int nranks, void **blob, size_t *len)
+{
+    uint8_t *p = NULL;
+    int fd, ret;
+
+    if (nranks < 1 || nranks > NRANKS_MAX || r < 0 || r >= nranks) {
+        hp_error("cannot read the address of rank %d of %d: the rank must be in [0, nranks) and "
+                 "nranks in [1, %d]",
+                 r, nranks, NRANKS_MAX);
+        return -HP_EINVAL;
+    }
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        ret = -errno;
+        hp_error("cannot open bootstrap directory '%s': %s", dir, strerror(errno));
+        return ret;
+    }
+    ret = addr_read(fd, dir, r, nranks, &p, len);
+    close(fd);
+    *blob = p;
     return ret;
 }
 

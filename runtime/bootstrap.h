@@ -26,6 +26,12 @@ struct hp_boot;
  * directory owned by the caller with mode 0700). */
 int hp_boot_local_open(const char *dir, int rank, int nranks, struct hp_boot **out);
 
+/* Read and validate address file DIR/addr.<r> of a job of nranks ranks, as the local bootstrap
+ * does (tests/fuzz). 1 with *blob (malloc'ed: the caller frees it) and *len; 0 when there is
+ * no such file (*blob NULL); -HP_EPROTOCOL (logged, naming the file and the field) for a
+ * malformed one, or another negative code. */
+int hp_boot_addr_read(const char *dir, int r, int nranks, void **blob, size_t *len);
+
 /* PMIx bootstrap: PMIx_Init; rank and size come from PMIx. -HP_EUNSUPPORTED when the
  * process was not started by a PMIx server (say so and suggest srun --mpi=pmix). */
 int hp_boot_pmix_open(struct hp_boot **out);

@@ -46,7 +46,7 @@ struct peer {
     int64_t next_check_ms;
     int64_t stopped_since_ms; /* a peer on this host seen stopped (SIGSTOP) since, 0 */
     int stopped;              /* failed: stopped longer than the comm's stop limit */
-    int retired; /* said goodbye: its exit does not fail a receive from any peer */
+    int retired;              /* said goodbye: its exit does not fail a receive from any peer */
 };
 
 struct hp_comm {
@@ -191,8 +191,7 @@ static int peer_failed(struct hp_comm *comm, int i, int64_t now)
 }
 
 /* Why peer p failed, for messages. */
-static const char *peer_cause(const struct hp_comm *comm, const struct peer *p, char *buf,
-                              size_t n)
+static const char *peer_cause(const struct hp_comm *comm, const struct peer *p, char *buf, size_t n)
 {
     if (p->stopped)
         snprintf(buf, n, "stopped (SIGSTOP) for more than %.0f s", comm->stop_limit_ms / 1000.0);
@@ -675,6 +674,46 @@ static int abandon_recv(struct hp_comm *comm, void *req, int sender)
     return 0;
 }
 
+/* A received message (its completion status and tag info) checked: its length, its header
+ * (hp_msg_header_check) and that header against its tag. */
+static int recv_check(struct hp_comm *comm, int peer, int type, ucs_status_t status,
+                      const struct hp_msg_header *hdr, size_t cap, const ucp_tag_recv_info_t *ip)
+{
+    const ucp_tag_recv_info_t info = *ip;
+    int ret;
+
+    if (status == UCS_ERR_MESSAGE_TRUNCATED) {
+        hp_error("invalid message from rank %d: longer than %zu bytes", peer, HDR_BYTES + cap);
+        return -HP_EPROTOCOL;
+    }
+    if (status != UCS_OK) {
+        hp_error("cannot receive from rank %d: %s", peer, ucs_status_string(status));
+        return from_ucs(status);
+    }
+    if (info.length < HDR_BYTES) {
+        hp_error("invalid message from rank %d: %zu bytes is shorter than a header", peer,
+                 info.length);
+        return -HP_EPROTOCOL;
+    }
+    ret = hp_msg_header_check(hdr, comm->token, comm->nranks, cap);
+    if (ret < 0)
+        return ret;
+    if ((ucp_tag_t)hdr->src != info.sender_tag >> 32 ||
+        (ucp_tag_t)hdr->type != (info.sender_tag & TAG_MASK_TYPE) ||
+        (type != HP_MSG_ANY_TYPE && hdr->type != type)) {
+        hp_error("invalid message: src rank %" PRId32
+                 " or type %u does not match its tag 0x%016" PRIx64,
+                 hdr->src, (unsigned)hdr->type, (uint64_t)info.sender_tag);
+        return -HP_EPROTOCOL;
+    }
+    if (hdr->payload_bytes != info.length - HDR_BYTES) {
+        hp_error("invalid message: payload bytes %" PRIu64 " but %zu bytes arrived",
+                 hdr->payload_bytes, info.length - HDR_BYTES);
+        return -HP_EPROTOCOL;
+    }
+    return 0;
+}
+
 /* Receive one message of (peer, type) into `count` elements of datatype `dt` at `buf`
  * (contiguous when dt is 0; HDR_BYTES + cap bytes in all, the header landing at `hdr`) and
  * validate it. From any peer, the message is probed first: its data then has a deadline of
@@ -689,7 +728,6 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
     ucp_tag_t tag, mask;
     int sender = peer;
     void *req;
-    int ret;
 
     if (comm->stalled) {
         hp_error("cannot receive from rank %d: an earlier receive never finished", peer);
@@ -783,36 +821,7 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
     } else {
         status = UCS_OK;
     }
-    if (status == UCS_ERR_MESSAGE_TRUNCATED) {
-        hp_error("invalid message from rank %d: longer than %zu bytes", peer, HDR_BYTES + cap);
-        return -HP_EPROTOCOL;
-    }
-    if (status != UCS_OK) {
-        hp_error("cannot receive from rank %d: %s", peer, ucs_status_string(status));
-        return from_ucs(status);
-    }
-    if (info.length < HDR_BYTES) {
-        hp_error("invalid message from rank %d: %zu bytes is shorter than a header", peer,
-                 info.length);
-        return -HP_EPROTOCOL;
-    }
-    ret = hp_msg_header_check(hdr, comm->token, comm->nranks, cap);
-    if (ret < 0)
-        return ret;
-    if ((ucp_tag_t)hdr->src != info.sender_tag >> 32 ||
-        (ucp_tag_t)hdr->type != (info.sender_tag & TAG_MASK_TYPE) ||
-        (type != HP_MSG_ANY_TYPE && hdr->type != type)) {
-        hp_error("invalid message: src rank %" PRId32
-                 " or type %u does not match its tag 0x%016" PRIx64,
-                 hdr->src, (unsigned)hdr->type, (uint64_t)info.sender_tag);
-        return -HP_EPROTOCOL;
-    }
-    if (hdr->payload_bytes != info.length - HDR_BYTES) {
-        hp_error("invalid message: payload bytes %" PRIu64 " but %zu bytes arrived",
-                 hdr->payload_bytes, info.length - HDR_BYTES);
-        return -HP_EPROTOCOL;
-    }
-    return 0;
+    return recv_check(comm, peer, type, status, hdr, cap, &info);
 }
 
 static int recv_args_ok(const struct hp_comm *comm, int peer, int type, int have_buf, size_t cap)

@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "output.h"
 #include "rng.h"
 
 #include <errno.h>
@@ -726,21 +727,14 @@ int hp_net_sgd(struct hp_net *net, float lr, float momentum, float weight_decay)
 
 int hp_save_floats(const char *path, const float *x, size_t n)
 {
-    char tmp[4200];
-    FILE *f;
-    int ok;
+    FILE *f = hp_out_open(path, "parameters", 0666);
 
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if (!(f = fopen(tmp, "wb"))) {
-        hp_error("cannot write parameters to '%s': %s", tmp, strerror(errno));
+    if (!f)
         return -HP_EIO;
-    }
-    ok = fwrite(x, sizeof(float), n, f) == n;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
+    if (fwrite(x, sizeof(float), n, f) != n) {
         hp_error("cannot write parameters to '%s': %s", path, strerror(errno));
-        unlink(tmp);
+        hp_out_close(f, 0);
         return -HP_EIO;
     }
-    return 0;
+    return hp_out_close(f, 1) ? -HP_EIO : 0;
 }

@@ -2,6 +2,7 @@
 #include "ps.h"
 
 #include "log.h"
+#include "output.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,9 +16,8 @@ FILE *hp_ps_trace_open(const char *prefix, int rank)
     if (!prefix)
         return NULL;
     snprintf(path, sizeof(path), "%s.%d", prefix, rank);
-    f = fopen(path, "w");
+    f = hp_out_open(path, "trace", 0666);
     if (!f) {
-        hp_error("cannot write trace file '%s': %s", path, strerror(errno));
         return NULL;
     }
     fputs(HP_TRACE_HEADER, f);

@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "output.h"
 #include "net.h"
 
 #include <errno.h>
@@ -59,7 +60,7 @@ struct shard {
     int *client_of; /* [workers]: index into clients, -1 */
     FILE *trace;
     int timeout_ms, wait_ms;
-    int marks;     /* workers whose pushes for checkpoint `mark_seq` are all here */
+    int marks; /* workers whose pushes for checkpoint `mark_seq` are all here */
     long mark_seq;
 };
 
@@ -324,8 +325,7 @@ static int refuse_stale(struct shard *sh, const struct hp_cluster *cl, const str
     int stale = 0;
 
     for (int i = 0; i < sh->nclients; i++)
-        stale |= sh->clients[i].pending &&
-                 now - sh->clients[i].t_req >= 0.9 * sh->wait_ms / 1000.0;
+        stale |= sh->clients[i].pending && now - sh->clients[i].t_req >= 0.9 * sh->wait_ms / 1000.0;
     if (!stale || sh->nvws > 64)
         return 0;
     for (int i = 0; i < sh->nclients; i++) {
@@ -434,11 +434,9 @@ static int restore(struct shard *sh, const struct hp_gpudb *db, const char *dir)
         from = exact ? sh->rank : from >= 0 ? from : w;
         r = hp_ckpt_source_part(&src, from);
         rc = !r ? -HP_EIO
-                : hp_ckpt_part_read(r,
-                                    from >= hp_plan_first_shard(&src.plan) ? HP_CK_GLOBAL
-                                                                           : HP_CK_PARAMS,
-                                    u, sh->w + sh->off[u],
-                                    sh->model->units[u].nparams * sizeof(float));
+                : hp_ckpt_part_read(
+                      r, from >= hp_plan_first_shard(&src.plan) ? HP_CK_GLOBAL : HP_CK_PARAMS, u,
+                      sh->w + sh->off[u], sh->model->units[u].nparams * sizeof(float));
         if (!rc && exact)
             rc = hp_ckpt_part_read(r, HP_CK_CLOCKS, u, clk, (size_t)sh->nvws * sizeof(int64_t));
         for (int x = 0; x < sh->nvws && !rc && exact; x++)
@@ -488,8 +486,7 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
             hp_comm_retire(comm, r);
     for (int left = workers; left > 0 && !rc;) {
         struct hp_msg_header h;
-        rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap,
-                          recv_wait(&sh));
+        rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap, recv_wait(&sh));
         if (rc == -HP_ETIMEOUT && refuse_stale(&sh, cl, db))
             break;
         /* the receive's clock may end a hair before 0.9 x wait_ms on hp_now_s's: a pull is
@@ -545,10 +542,8 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
         hp_msg_buf_destroy(comm, sh.clients[i].reply);
         free(sh.clients[i].thr);
     }
-    if (sh.trace && fclose(sh.trace) != 0 && !rc) {
-        hp_error("PS shard rank %d: cannot write the trace: %s", rank, strerror(errno));
+    if (hp_out_close(sh.trace, 1) && !rc)
         rc = -HP_EIO;
-    }
     free(in);
     free(sh.off);
     free(sh.w);

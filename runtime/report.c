@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "output.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,11 +13,7 @@
 
 static FILE *open_out(const char *path, const char *what)
 {
-    FILE *f = fopen(path, "w");
-
-    if (!f)
-        hp_error("cannot write %s file '%s': %s", what, path, strerror(errno));
-    return f;
+    return hp_out_open(path, what, 0666);
 }
 
 int hp_stage_open_files(struct stage *g)
@@ -59,14 +56,13 @@ static double cpu_share(const struct stage *g, const struct hp_worker_result *r)
 
 int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r)
 {
-    char path[4096], tmp[4200];
+    char path[4096];
     FILE *f;
 
     if (!g->o->stats)
         return 0;
     snprintf(path, sizeof(path), "%s.%d", g->o->stats, g->rank);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    if (!(f = open_out(tmp, "stats")))
+    if (!(f = open_out(path, "stats")))
         return -HP_EIO;
     fprintf(f,
             "rank = %d\nvw = %d\nstage = %d\nstages = %d\ntype = %s\nunits = %d-%d\nin_flight = "
@@ -92,11 +88,7 @@ int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r
                 (ps.pushes ? (double)ps.remote_push_bytes / ps.pushes : 0.0) +
                     (ps.pulls ? (double)ps.remote_pull_bytes / ps.pulls : 0.0));
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        hp_error("cannot write stats file '%s': %s", path, strerror(errno));
-        return -HP_EIO;
-    }
-    return 0;
+    return hp_out_close(f, 1) ? -HP_EIO : 0;
 }
 
 /* The first line of stage 0 of VW 0: what this job trains, and how. */

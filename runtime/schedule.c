@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "output.h"
 #include "rng.h"
 
 #include <inttypes.h>
@@ -356,8 +357,7 @@ int hp_stage_setup(struct stage *g)
 void hp_stage_teardown(struct stage *g)
 {
     hp_ps_client_destroy(g->comm, g->wsp.ps);
-    if (g->wsp.trace)
-        fclose(g->wsp.trace);
+    (void)hp_out_close(g->wsp.trace, 1);
     hp_allreduce_destroy(g->comm, g->dpar.ar);
     free(g->wsp.thr);
     free(g->wsp.final_waves);
@@ -388,10 +388,8 @@ void hp_stage_teardown(struct stage *g)
     free(g->sched.fwd_version);
     free(g->sched.fwd_hash);
     free(g->hparams);
-    if (g->logs.step_log)
-        fclose(g->logs.step_log);
-    if (g->logs.weight_log)
-        fclose(g->logs.weight_log);
-    if (g->logs.metrics)
-        fclose(g->logs.metrics);
+    /* what was logged is kept, a failed run's too */
+    (void)hp_out_close(g->logs.step_log, 1);
+    (void)hp_out_close(g->logs.weight_log, 1);
+    (void)hp_out_close(g->logs.metrics, 1);
 }

@@ -6,6 +6,7 @@
 #include "data.h"
 #include "error.h"
 #include "log.h"
+#include "output.h"
 #include "model.h"
 #include "net.h"
 #include "rng.h"
@@ -71,11 +72,10 @@ struct trainer {
 
 static FILE *open_csv(const char *path, const char *what, const char *header, int *rc)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = hp_out_open(path, what, 0666);
 
     if (!f) {
-        *rc = -errno;
-        hp_error("cannot write %s '%s': %s", what, path, hp_strerror(*rc));
+        *rc = -HP_EIO;
         return NULL;
     }
     fputs(header, f);
@@ -219,10 +219,10 @@ static int finish(struct trainer *t, struct hp_train_result *res)
 
 static int close_csv(FILE *f, const char *what, const char *path, int rc)
 {
-    if (f && fclose(f) != 0 && rc == 0) {
-        rc = -errno;
-        hp_error("cannot write %s '%s': %s", what, path, hp_strerror(rc));
-    }
+    (void)what;
+    (void)path;
+    if (hp_out_close(f, 1) && rc == 0)
+        rc = -HP_EIO;
     return rc;
 }
 

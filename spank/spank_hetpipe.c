@@ -54,10 +54,10 @@ static int submitting(void)
     return c == S_CTX_ALLOCATOR || c == S_CTX_LOCAL;
 }
 
-static int option_cb(int val, const char *optarg, int remote)
+static int option_cb(int val, const char *arg, int remote)
 {
     const enum hp_opt o = (enum hp_opt)val;
-    const char *v = optarg ? optarg : "";
+    const char *v = arg ? arg : "";
     char err[2048], what[SPANK_OPTION_MAXLEN + 3];
 
     if (val < 0 || val >= HP_OPT_JOB_COUNT) {
@@ -70,7 +70,7 @@ static int option_cb(int val, const char *optarg, int remote)
         return remote ? 0 : -1;
     }
     snprintf(what, sizeof(what), "--hetpipe-%s", hp_opts[o].flag);
-    if (hp_opt_check(o, what, optarg, &limits, !remote && submitting(), err, sizeof(err))) {
+    if (hp_opt_check(o, what, arg, &limits, !remote && submitting(), err, sizeof(err))) {
         slurm_error("%s", err);
         /* slurmstepd: srun or sbatch checked it; a value that does not pass here (it came
          * some other way) is left out rather than failing the step */

@@ -47,3 +47,118 @@ rank_on() {
         done
     done
 }
+
+@test "a tensor of 2^31 values or more per sample is refused with the unit named (flatten wrapped to 0x1x1)" {
+    for input in 1x65536x65536 4x32768x16384; do
+        printf '[model]\nname = big\ninput = %s\nclasses = 10\n\n[f]\ntype = flatten\n\n[fc]\ntype = linear\noutputs = 10\n' \
+            "$input" > "$TMP/big.ini"
+        run "$HETPIPE" model --model "$TMP/big.ini"
+        echo "$output"
+        [ "$status" -ne 0 ]
+        echo "$output" | grep -q "unit 'f': the input of flatten ($input) has more than 2147483647"
+    done
+    # just below the limit it is a model (2^31 - 1 = 7 x 7 x 43826197... use 1 x 46340 x 46340)
+    printf '[model]\nname = edge\ninput = 1x46340x46340\nclasses = 10\n\n[p]\ntype = maxpool\nkernel = 4096\n\n[fc]\ntype = linear\noutputs = 10\n' \
+        > "$TMP/edge.ini"
+    run "$HETPIPE" model --model "$TMP/edge.ini"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+# safe outputs: a result goes to a new file renamed over a regular file or nothing
+@test "outputs: a symbolic link is followed and stays a link; the old file's mode is kept (a plan's within 0600)" {
+    echo old > "$TMP/real.bin"
+    chmod 640 "$TMP/real.bin"
+    ln -s real.bin "$TMP/link.bin"
+    run "$HETPIPE" train --model cnn --epochs 1 --train-limit 320 --test-limit 100 \
+        --save-params "$TMP/link.bin"
+    [ "$status" -eq 0 ]
+    [ -L "$TMP/link.bin" ]
+    [ "$(stat -c %a "$TMP/real.bin")" = 640 ]
+    [ "$(stat -c %s "$TMP/real.bin")" -eq $((421738 * 4)) ]
+    # the plan holds the job's token: never more than 0600, whatever was there
+    echo old > "$TMP/real.ini"
+    chmod 644 "$TMP/real.ini"
+    ln -s real.ini "$TMP/link.ini"
+    run "$HETPIPE" plan --cluster local4 --model cnn --out "$TMP/link.ini"
+    [ "$status" -eq 0 ]
+    [ -L "$TMP/link.ini" ]
+    [ "$(stat -c %a "$TMP/real.ini")" = 600 ]
+    grep -q '^\[plan\]' "$TMP/real.ini"
+    [ -z "$(find "$TMP" -name '.*.ini.*' -o -name '.*.bin.*')" ] # no temporary left
+}
+
+@test "outputs: a directory, a dangling link, a FIFO without reader and a socket are refused, unchanged" {
+    mkdir "$TMP/dir"
+    ln -s "$TMP/nowhere" "$TMP/dangling"
+    mkfifo "$TMP/fifo"
+    python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$TMP/sock"
+    for t in dir dangling fifo sock; do
+        run timeout 10 "$HETPIPE" plan --cluster local4 --model cnn --out "$TMP/$t"
+        echo "$output" | grep 'error'
+        [ "$status" -eq 1 ]
+        echo "$output" | grep -q "cannot write the plan to '$TMP/$t': "
+    done
+    [ -d "$TMP/dir" ] && [ -L "$TMP/dangling" ] && [ -p "$TMP/fifo" ] && [ -S "$TMP/sock" ]
+    [ ! -e "$TMP/nowhere" ]
+}
+
+@test "outputs: a device is written in place, never replaced by a file (--save-params, plan --out)" {
+    [ "$(id -u)" -eq 0 ] || skip "mknod needs root"
+    mknod "$TMP/null" c 1 3 # a /dev/null of our own: a regression must not replace the real one
+    mknod "$TMP/full" c 1 7
+    run "$HETPIPE" plan --cluster local4 --model cnn --out "$TMP/null"
+    [ "$status" -eq 0 ]
+    [ -c "$TMP/null" ]
+    run "$HETPIPE" train --model cnn --epochs 1 --train-limit 320 --test-limit 100 \
+        --save-params "$TMP/null"
+    [ "$status" -eq 0 ]
+    [ -c "$TMP/null" ]
+    run "$HETPIPE" plan --cluster local4 --model cnn --out "$TMP/full"
+    [ "$status" -eq 1 ]
+    echo "$output" | grep -q "cannot write the plan to '$TMP/full': No space left on device"
+    [ -c "$TMP/full" ]
+}
+
+@test "run directory: one that exists must be empty and this user's; a symbolic link is not followed" {
+    mkdir "$TMP/used"
+    echo "stale" > "$TMP/used/addr.0"
+    run "$HETPIPE" run --local --epochs 1 --train-limit 320 --run-dir "$TMP/used"
+    [ "$status" -eq 1 ]
+    echo "$output" | grep -q "run: --run-dir '$TMP/used' exists and is not empty (it holds 'addr.0')"
+    [ "$(cat "$TMP/used/addr.0")" = stale ]
+    mkdir "$TMP/target"
+    ln -s target "$TMP/link"
+    run "$HETPIPE" run --local --epochs 1 --train-limit 320 --run-dir "$TMP/link"
+    [ "$status" -eq 1 ]
+    echo "$output" | grep -q "a symbolic link is not followed"
+    [ -z "$(ls -A "$TMP/target")" ]
+    mkdir -m 755 "$TMP/empty"
+    run "$HETPIPE" run --local --epochs 1 --train-limit 320 --test-limit 100 --log-every 0 \
+        --run-dir "$TMP/empty"
+    [ "$status" -eq 0 ]
+    [ "$(stat -c %a "$TMP/empty")" = 700 ]
+}
+
+@test "run: interrupted, it exits 128 + the signal and leaves no rank; local ranks listen on loopback only" {
+    "$HETPIPE" run --local --epochs 1 --train-limit 60000 --log-every 0 --run-dir "$TMP/run" \
+        > "$TMP/out" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+        [ "$(ls "$TMP/run/boot" 2>/dev/null | grep -c '^addr')" -ge 8 ] && break
+        sleep 0.1
+    done
+    sleep 1
+    if command -v ss > /dev/null; then
+        ss -ltnpH | grep '"hetpipe-rank"' > "$TMP/listen" || true
+        cat "$TMP/listen"
+        [ -s "$TMP/listen" ]
+        ! awk '{ print $4 }' "$TMP/listen" | grep -v '^127\.'
+    fi
+    kill -INT "$pid"
+    wait "$pid" && st=0 || st=$?
+    cat "$TMP/out" | grep -E 'error|interrupted'
+    [ "$st" -eq 130 ]
+    sleep 0.5
+    [ -z "$(pgrep -f "hetpipe-rank.*$TMP/run")" ]
+}

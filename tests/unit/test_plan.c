@@ -7,6 +7,7 @@
 #include "cost.h"
 #include "error.h"
 #include "gpudb.h"
+#include "ini.h"
 #include "model.h"
 #include "plan.h"
 #include "planfile.h"
@@ -282,6 +283,128 @@ START_TEST(planfile_round_trip)
     }
     ck_assert_int_ge(written, 3);
     teardown(&s);
+}
+END_TEST
+
+/* The plan file at the extremes: 3,500 GPUs (one node of 2,500 in reverse device order, 1,000
+ * nodes of one), 875 VWs, 4,000 units over 7 shards, and a model path with every printable
+ * character but '"' (and the same names quoted the other way): lists are continued over
+ * several keys, odd values quoted, and everything reads back; what cannot be read back is
+ * refused before anything is written. */
+START_TEST(planfile_extremes)
+{
+    enum { NODES = 1001, BIG = 2500, UNITS = 4000, STAGES = 4, SHARDS = 7 };
+    struct hp_gpudb db;
+    struct hp_cluster cl, cl2;
+    struct hp_plan p, q;
+    static int counts[NODES], types[NODES];
+    const char *tok = "0123456789abcdef0123456789abcdef";
+    char tok2[33], path[512], printable[128];
+    int n = 0;
+
+    ck_assert_int_eq(hp_gpudb_load("etc/hetpipe.conf", &db), 0);
+    for (int i = 0; i < NODES; i++) {
+        counts[i] = i == 0 ? BIG : 1;
+        types[i] = i % db.ntypes;
+    }
+    ck_assert_int_eq(hp_cluster_make(&db, NODES, counts, types, &cl), 0);
+    for (int j = 0; j < BIG; j++)
+        cl.gpus[j].index = BIG - 1 - j; /* not the identity: a devices list is written */
+    for (int c = ' '; c <= '~'; c++)
+        if (c != '"')
+            printable[n++] = (char)c;
+    printable[n] = '\0';
+    snprintf(cl.nodes[0].name, sizeof(cl.nodes[0].name), " %.40s; #= ", printable + 1);
+    snprintf(cl.nodes[1].name, sizeof(cl.nodes[1].name), "say \"hi\"; # [x]");
+    memset(&p, 0, sizeof(p));
+    p.version = HP_PLAN_VERSION;
+    snprintf(p.model, sizeof(p.model), "/models/%s.ini", printable);
+    snprintf(p.cluster, sizeof(p.cluster), "c;#=\\ '");
+    p.opts = (struct hp_plan_opts){.policy = HP_POLICY_HD,
+                                   .placement = HP_PLACEMENT_DEFAULT,
+                                   .batch = 32,
+                                   .staleness = 3,
+                                   .seed = 11};
+    p.grouping = HP_POLICY_HD;
+    p.nunits = UNITS;
+    p.nvws = (NODES - 1 + BIG) / STAGES;
+    p.nshards = SHARDS;
+    p.nranks = p.nvws * STAGES + SHARDS;
+    p.vws = calloc((size_t)p.nvws, sizeof(*p.vws));
+    p.unit_shard = calloc(UNITS, sizeof(int));
+    ck_assert_ptr_nonnull(p.vws);
+    ck_assert_ptr_nonnull(p.unit_shard);
+    for (int u = 0; u < UNITS; u++)
+        p.unit_shard[u] = (u * 5) % SHARDS;
+    for (int v = 0; v < p.nvws; v++) {
+        p.vws[v].nstages = STAGES;
+        p.vws[v].nm = 2;
+        p.vws[v].rate = 1.0 + v;
+        for (int s = 0; s < STAGES; s++)
+            p.vws[v].stages[s] = (struct hp_stage_plan){.gpu = v * STAGES + s,
+                                                        .u0 = s * UNITS / STAGES,
+                                                        .u1 = (s + 1) * UNITS / STAGES,
+                                                        .in_flight = 2 - (s == STAGES - 1),
+                                                        .fwd_s = 1e-3 * (s + 1),
+                                                        .capacity = 1e10};
+    }
+    snprintf(path, sizeof(path), "%s", test_write_file("extreme.ini", ""));
+    ck_assert_int_eq(hp_planfile_save(path, &p, &cl, &db, tok), 0);
+    char *text = slurp(path);
+    for (char *line = text, *end; *line; line = end + 1) { /* every line within iniparser's */
+        end = strchr(line, '\n');
+        ck_assert_ptr_nonnull(end);
+        ck_assert_int_le((int)(end - line), HP_INI_LINE_MAX);
+    }
+    ck_assert_ptr_nonnull(strstr(text, "unit_shard.1 = "));
+    ck_assert_ptr_nonnull(strstr(text, "devices.1 = "));
+    free(text);
+    test_capture_begin();
+    int rc = hp_planfile_load(path, &db, &q, &cl2, tok2);
+    const char *err = test_capture_end();
+    ck_assert_msg(rc == 0, "%s", err);
+    ck_assert_str_eq(q.model, p.model);
+    ck_assert_str_eq(q.cluster, p.cluster);
+    ck_assert_str_eq(cl2.nodes[0].name, cl.nodes[0].name);
+    ck_assert_str_eq(cl2.nodes[1].name, cl.nodes[1].name);
+    ck_assert_int_eq(cl2.nnodes, NODES);
+    ck_assert_int_eq(cl2.ngpus, cl.ngpus);
+    for (int g = 0; g < cl.ngpus; g++) {
+        ck_assert_int_eq(cl2.gpus[g].index, cl.gpus[g].index);
+        ck_assert_int_eq(cl2.gpus[g].type, cl.gpus[g].type);
+    }
+    ck_assert_int_eq(q.nunits, UNITS);
+    for (int u = 0; u < UNITS; u++)
+        ck_assert_int_eq(q.unit_shard[u], p.unit_shard[u]);
+    ck_assert_int_eq(q.nvws, p.nvws);
+    ck_assert_int_eq(q.vws[p.nvws - 1].stages[STAGES - 1].gpu, p.nvws * STAGES - 1);
+    hp_plan_release(&q);
+    hp_cluster_release(&cl2);
+
+    /* unwritable: both quotes, a line break, a line too long; the old file stays */
+    static const char *const bad[] = {"a'b\"c", "two\nlines", NULL};
+    for (int i = 0; bad[i]; i++) {
+        snprintf(p.model, sizeof(p.model), "%s", bad[i]);
+        test_capture_begin();
+        ck_assert_int_ne(hp_planfile_save(path, &p, &cl, &db, tok), 0);
+        err = test_capture_end();
+        ck_assert_msg(strstr(err, "cannot write the plan: the model"), "%s", err);
+    }
+    memset(p.model, 'm', 2000);
+    p.model[2000] = '\0';
+    test_capture_begin();
+    ck_assert_int_ne(hp_planfile_save(path, &p, &cl, &db, tok), 0);
+    err = test_capture_end();
+    ck_assert_msg(strstr(err, "is 2000 characters long: an INI line (iniparser) holds at most"),
+                  "%s", err);
+    test_capture_begin();
+    ck_assert_int_eq(hp_planfile_load(path, &db, &q, &cl2, tok2), 0); /* the good one */
+    test_capture_end();
+    hp_plan_release(&q);
+    hp_cluster_release(&cl2);
+    hp_plan_release(&p);
+    hp_cluster_release(&cl);
+    hp_gpudb_release(&db);
 }
 END_TEST
 
@@ -568,6 +691,7 @@ Suite *suite_plan(void)
     tcase_add_test(t, nm_within_tolerance);
     tcase_add_test(t, paper_policies);
     tcase_add_test(t, planfile_round_trip);
+    tcase_add_test(t, planfile_extremes);
     tcase_add_loop_test(t, planfile_rejects_inconsistent, 0,
                         (int)(sizeof(edits) / sizeof(edits[0])));
     tcase_add_test(t, impossible_requests);
