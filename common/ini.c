@@ -457,13 +457,15 @@ int hp_ini_get_list(const struct hp_ini *ini, const char *section, const char *k
     int nkeys = iniparser_getsecnkeys(ini->dict, section);
     const char **keys = NULL;
     long parts = 0;
-    const char *v;
+    const char *v = NULL;
     size_t len;
     char *s;
 
     *out = NULL;
-    if (hp_ini_get_str(ini, section, key, required, NULL, &v) || !v)
-        return v || !required ? 0 : -HP_ECONFIG;
+    if (hp_ini_get_str(ini, section, key, required, NULL, &v))
+        return -HP_ECONFIG; /* required and missing: named */
+    if (!v)
+        return 0;
     if (nkeys > 0 && !(keys = calloc((size_t)nkeys, sizeof(*keys))))
         return -HP_ENOMEM;
     if (keys)

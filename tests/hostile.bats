@@ -162,3 +162,11 @@ rank_on() {
     sleep 0.5
     [ -z "$(pgrep -f "hetpipe-rank.*$TMP/run")" ]
 }
+
+@test "plan file: a missing list key (unit_shard, gpus) is named, never a crash (found by fuzz_plan)" {
+    for key in unit_shard gpus; do
+        grep -v "^$key = " "$TMP/p.ini" > "$TMP/bad.ini"
+        rank_on "$TMP/bad.ini"
+        echo "$output" | grep -q "missing required key '$key'"
+    done
+}

@@ -104,6 +104,8 @@ equal_to_train() {
 }
 
 @test "emulation: a p4000 stage is slower than a titanv stage by the database's ratio (10%)" {
+    # a sanitizer slows some code more than other code: no wall-clock ratio under one
+    [ -z "${HETPIPE_SANITIZER:-}" ] || skip "wall-clock ratios are not measured under a sanitizer"
     for t in titanv p4000; do
         c=$(cluster_of "$t")
         mv "$c" "$TMP/$t.ini"
