@@ -63,6 +63,21 @@ int hp_binding_write(const char *path, const struct hp_binding *b, int n, char *
     FILE *f;
     int ok, e;
 
+    for (int i = 0; i < n; i++) {
+        const char *node = b[i].node;
+        /* read back as the line's second word: no blank, no control character, no '#' first */
+        int plain = *node && *node != '#' && strlen(node) < HP_BINDING_NODE_MAX;
+        for (const char *c = node; plain && *c; c++)
+            plain = (unsigned char)*c > ' ' && *c != 0x7f;
+        if (!plain) {
+            snprintf(err, errlen,
+                     "cannot write '%s': task %d's node name '%.63s' is empty, starts with '#' or "
+                     "holds a blank or control character (a binding line is TASK NODE DEVICE "
+                     "ROLE)",
+                     path, b[i].task, node);
+            return -1;
+        }
+    }
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= sizeof(tmp)) {
         snprintf(err, errlen, "cannot write '%s': the path is too long", path);
         return -1;

@@ -37,7 +37,9 @@ struct hp_binding {
 int hp_binding_role_parse(const char *role, int *vw, int *stage);
 
 /* Write n entries (task order) to path atomically (temporary file in the same directory,
- * fsync, rename), mode 0644: slurmstepd reads it as root, the ranks as the user. */
+ * fsync, rename), mode 0644: slurmstepd reads it as root, the ranks as the user. A node name
+ * that does not read back as one word (empty, blank or control characters, a leading '#')
+ * is refused up front. */
 int hp_binding_write(const char *path, const struct hp_binding *b, int n, char *err, size_t errlen);
 
 /* Read the whole file: a regular file (opened without blocking: a FIFO or device at the path

@@ -17,7 +17,7 @@
 #define MAX_NODES 65536
 
 static const char *const keys_cluster[] = {"name", "intra_node_gbs", "inter_node_gbs", NULL};
-static const char *const keys_node[] = {"gpus", "devices", NULL};
+static const char *const keys_node[] = {"name", "gpus+", "devices+", NULL};
 
 void hp_cluster_release(struct hp_cluster *c)
 {
@@ -60,15 +60,18 @@ static void unknown_type(const char *origin, const char *type, const struct hp_g
 static int parse_gpus(const struct hp_ini *ini, const char *sec, const struct hp_gpudb *db,
                       int node, struct hp_gpu *out, int *ngpus)
 {
-    const char *path = hp_ini_path(ini), *v;
-    char *buf, *item, *save = NULL;
-    int rc = -HP_ECONFIG, n = 0;
+    const char *path = hp_ini_path(ini);
+    char *v, *buf, *item, *save = NULL;
+    int rc, n = 0;
 
-    if (hp_ini_get_str(ini, sec, "gpus", 1, NULL, &v))
-        return -HP_ECONFIG;
+    if ((rc = hp_ini_get_list(ini, sec, "gpus", 1, &v)))
+        return rc;
+    rc = -HP_ECONFIG;
     buf = strdup(v);
-    if (!buf)
+    if (!buf) {
+        free(v);
         return -HP_ENOMEM;
+    }
     /* strtok_r would skip empty items; "a:1,,b:1" and a trailing comma are errors here. */
     for (item = buf; item; item = save) {
         char *colon, *type, *count;
@@ -116,6 +119,7 @@ bad:
              path, sec, v);
 out:
     free(buf);
+    free(v);
     return rc;
 }
 
@@ -124,17 +128,17 @@ out:
  * cgroups); without it the GPUs are 0, 1, ... Distinct integers, one per GPU. */
 static int parse_devices(const struct hp_ini *ini, const char *sec, struct hp_gpu *g, int n)
 {
-    const char *path = hp_ini_path(ini), *v;
-    char *buf, *item, *save = NULL;
-    int k = 0;
+    const char *path = hp_ini_path(ini);
+    char *v, *buf, *item, *save = NULL;
+    int k = 0, rc;
 
-    if (hp_ini_get_str(ini, sec, "devices", 0, NULL, &v))
-        return -HP_ECONFIG;
-    if (!v)
-        return 0;
+    if ((rc = hp_ini_get_list(ini, sec, "devices", 0, &v)) || !v)
+        return rc;
     buf = strdup(v);
-    if (!buf)
+    if (!buf) {
+        free(v);
         return -HP_ENOMEM;
+    }
     for (item = buf; item; item = save, k++) {
         long d;
         save = strchr(item, ',');
@@ -150,12 +154,14 @@ static int parse_devices(const struct hp_ini *ini, const char *sec, struct hp_gp
     if (k != n)
         goto bad;
     free(buf);
+    free(v);
     return 0;
 bad:
     hp_error("%s: [%s]: key 'devices': '%s' is not %d distinct device indices 0..4095, one per "
              "GPU of 'gpus'",
              path, sec, v, n);
     free(buf);
+    free(v);
     return -HP_ECONFIG;
 }
 
@@ -170,6 +176,20 @@ static int get_link(const struct hp_ini *ini, const char *key, double def, doubl
         return -HP_ECONFIG;
     }
     *out = v;
+    return 0;
+}
+
+/* Node section `sec`'s name: its key 'name' (a node name that a section cannot hold: upper
+ * case, spaces, ';', ...) or else the section's own name. */
+static int node_name(const struct hp_ini *ini, const char *sec, const char **out)
+{
+    if (hp_ini_get_str(ini, sec, "name", 0, sec, out))
+        return -HP_ECONFIG;
+    if (!**out || strlen(*out) >= HP_NODE_NAME_MAX) {
+        hp_error("%s: [%s]: node names have 1 to %d characters", hp_ini_path(ini), sec,
+                 HP_NODE_NAME_MAX - 1);
+        return -HP_ECONFIG;
+    }
     return 0;
 }
 
@@ -214,16 +234,11 @@ int hp_cluster_load(const char *path, const struct hp_gpudb *db, struct hp_clust
 
         if (strcmp(sec, "cluster") == 0)
             continue;
-        if (strlen(sec) >= HP_NODE_NAME_MAX) {
-            hp_error("%s: [%s]: node names have at most %d characters", path, sec,
-                     HP_NODE_NAME_MAX - 1);
-            goto out;
-        }
         if (c->nnodes == MAX_NODES) {
             hp_error("%s: more than %d nodes", path, MAX_NODES);
             goto out;
         }
-        if (hp_ini_check_keys(ini, sec, keys_node))
+        if (hp_ini_check_keys(ini, sec, keys_node) || node_name(ini, sec, &name))
             goto out;
         rc = parse_gpus(ini, sec, db, c->nnodes, NULL, &c->ngpus);
         if (rc)
@@ -250,9 +265,18 @@ int hp_cluster_load(const char *path, const struct hp_gpudb *db, struct hp_clust
         rc = parse_gpus(ini, sec, db, node, c->gpus + first, &n);
         if (!rc)
             rc = parse_devices(ini, sec, c->gpus + first, n);
+        if (!rc)
+            rc = node_name(ini, sec, &name);
         if (rc)
             goto out;
-        snprintf(c->nodes[node].name, sizeof(c->nodes[node].name), "%s", sec);
+        for (int j = 0; j < node; j++)
+            if (strcmp(c->nodes[j].name, name) == 0) {
+                hp_error("%s: [%s]: node '%s' is given twice (node names are unique)", path, sec,
+                         name);
+                rc = -HP_ECONFIG;
+                goto out;
+            }
+        snprintf(c->nodes[node].name, sizeof(c->nodes[node].name), "%s", name);
         c->nodes[node].first_gpu = first;
         c->nodes[node].ngpus = n;
         first += n;

@@ -12,6 +12,11 @@
  *   gpus = titanv:4         ; TYPE:COUNT[, TYPE:COUNT ...]; types from the GPU database
  *   devices = 0,1,2,3       ; optional: the GPUs' device indices (default 0, 1, ...), e.g.
  *                           ; the IDX Slurm allocated (hetpipe launch writes them)
+ *   name = "Node 1"         ; optional: the node's name when a section cannot hold it
+ *                           ; (iniparser reads section names in lower case)
+ *
+ * A long "gpus" or "devices" list goes on in gpus.1, gpus.2, ... (joined with ','), as
+ * hetpipe launch writes it for nodes with many GPUs.
  *
  * GPUs are numbered in file order (node by node, within a node in the order listed); a
  * GPU's device index is its position within its node unless "devices" says otherwise.

@@ -4,7 +4,9 @@
 #include "slurm.h"
 
 #include "error.h"
+#include "ini.h"
 #include "log.h"
+#include "output.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -185,44 +187,94 @@ void hp_alloc_release(struct hp_alloc *a)
     memset(a, 0, sizeof(*a));
 }
 
+/* A node name that a cluster file's section holds as it is: iniparser reads section names
+ * trimmed and in lower case, and [cluster] is taken. */
+static int plain_section(const char *name)
+{
+    if (!*name || strcmp(name, "cluster") == 0)
+        return 0;
+    for (const char *c = name; *c; c++)
+        if (!islower((unsigned char)*c) && !isdigit((unsigned char)*c) && !strchr("._-", *c))
+            return 0;
+    return 1;
+}
+
+/* A GPU type that a "gpus" item TYPE:COUNT holds as it is. */
+static int plain_type(const char *type)
+{
+    if (!*type)
+        return 0;
+    for (const char *c = type; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr("._+-", *c))
+            return 0;
+    return 1;
+}
+
+/* One node's section: [NAME], or [node.I] with name = NAME when `named`. */
+static int write_node(FILE *f, const struct hp_alloc *a, int i, int named)
+{
+    const struct hp_alloc_node *n = &a->nodes[i];
+    struct hp_ini_list l;
+    char item[HP_GPU_TYPE_MAX + 16], err[512], what[128];
+
+    if (named) {
+        fprintf(f, "\n[node.%d]\n", i);
+        snprintf(what, sizeof(what), "the name of node %d ('%.60s')", i, n->name);
+        if (hp_ini_write_str(f, "name", n->name, what, err, sizeof(err))) {
+            hp_error("cannot write the cluster file: %s", err);
+            return -HP_EINVAL;
+        }
+    } else {
+        fprintf(f, "\n[%s]\n", n->name);
+    }
+    if (a->hetjob)
+        fprintf(f, "; hetjob component %d\n", n->component);
+    hp_ini_list_begin(&l, f, "gpus");
+    for (int g = 0; g < n->ngpus;) {
+        int run = 1;
+        if (!plain_type(n->gpus[g].type)) {
+            hp_error("cannot write the cluster file: node %s: GPU type '%.60s' holds characters "
+                     "other than letters, digits and '._+-'",
+                     n->name, n->gpus[g].type);
+            return -HP_EINVAL;
+        }
+        while (g + run < n->ngpus && strcmp(n->gpus[g + run].type, n->gpus[g].type) == 0)
+            run++;
+        snprintf(item, sizeof(item), "%s:%d", n->gpus[g].type, run);
+        hp_ini_list_add(&l, item);
+        g += run;
+    }
+    hp_ini_list_end(&l);
+    hp_ini_list_begin(&l, f, "devices");
+    for (int g = 0; g < n->ngpus; g++) {
+        snprintf(item, sizeof(item), "%d", n->gpus[g].index);
+        hp_ini_list_add(&l, item);
+    }
+    hp_ini_list_end(&l);
+    return 0;
+}
+
 int hp_alloc_write_cluster(const struct hp_alloc *a, const char *name, const char *path)
 {
-    FILE *f = fopen(path, "w");
-    int ok;
+    FILE *f = hp_out_open(path, "cluster description", 0666);
+    char err[512];
+    int named = 0, rc = 0;
 
-    if (!f) {
-        int e = errno;
-        hp_error("cannot write '%s': %s", path, strerror(e));
-        return -e;
-    }
+    if (!f)
+        return -HP_EIO;
+    for (int i = 0; i < a->nnodes; i++)
+        named |= !plain_section(a->nodes[i].name);
     fprintf(f, "; the GPUs Slurm allocated to job %lu (written by hetpipe launch)\n", a->jobid);
-    fprintf(f, "[cluster]\nname = %s\n", name);
-    for (int i = 0; i < a->nnodes; i++) {
-        const struct hp_alloc_node *n = &a->nodes[i];
-        fprintf(f, "\n[%s]\n", n->name);
-        if (a->hetjob)
-            fprintf(f, "; hetjob component %d\n", n->component);
-        fprintf(f, "gpus = ");
-        for (int g = 0; g < n->ngpus;) {
-            int run = 1;
-            while (g + run < n->ngpus && strcmp(n->gpus[g + run].type, n->gpus[g].type) == 0)
-                run++;
-            fprintf(f, "%s%s:%d", g ? ", " : "", n->gpus[g].type, run);
-            g += run;
-        }
-        fprintf(f, "\ndevices = ");
-        for (int g = 0; g < n->ngpus; g++)
-            fprintf(f, "%s%d", g ? ", " : "", n->gpus[g].index);
-        fprintf(f, "\n");
+    fprintf(f, "[cluster]\n");
+    if (hp_ini_write_str(f, "name", name, "the cluster's name", err, sizeof(err))) {
+        hp_error("cannot write the cluster file: %s", err);
+        rc = -HP_EINVAL;
     }
-    ok = fflush(f) == 0;
-    ok &= fclose(f) == 0;
-    if (!ok) {
-        int e = errno ? errno : EIO;
-        hp_error("cannot write '%s': %s", path, strerror(e));
-        return -e;
-    }
-    return 0;
+    for (int i = 0; i < a->nnodes && !rc; i++)
+        rc = write_node(f, a, i, named);
+    if (hp_out_close(f, rc == 0) && !rc)
+        rc = -HP_EIO;
+    return rc;
 }
 
 int hp_alloc_cluster(const struct hp_alloc *a, const struct hp_gpudb *db, const char *name,

@@ -51,7 +51,10 @@ int hp_gres_detail_parse(const char *detail, struct hp_alloc_node *n, char *err,
 int hp_slurm_discover(unsigned long jobid, struct hp_alloc *a);
 
 /* Write the planner's cluster description of `a` (one [node] section per node, its GPUs as
- * TYPE:COUNT runs and their devices) to path. 0 or -errno (logged). */
+ * TYPE:COUNT runs and their devices; lists continued past iniparser's line length) to path
+ * (hp_out_open). Node names that a section cannot hold (upper case, spaces, ...) make every
+ * section [node.I] with a quoted name key; a name or GPU type no spelling reads back is
+ * refused. 0 or a negative code (logged). */
 int hp_alloc_write_cluster(const struct hp_alloc *a, const char *name, const char *path);
 
 /* The planner's cluster for `a`, built in memory (GPU types resolved in db; an unknown one is

@@ -22,6 +22,7 @@ volatile sig_atomic_t hp_ckpt_requested;
 
 #define PART_MAGIC "HPCKPART"
 #define MANIFEST "manifest"
+#define MANIFEST_MAX (64 << 20) /* bytes: 2^18 file lines and more */
 
 struct file_header {
     char magic[8];
@@ -354,6 +355,15 @@ static int fsync_dir(const char *dir)
     return rc;
 }
 
+/* A value that a manifest line holds: no line break or other control character. */
+static int one_line(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < ' ' || *s == 0x7f)
+            return 0;
+    return 1;
+}
+
 int hp_ckpt_manifest_write(const struct hp_ckpt_info *ci)
 {
     char path[4200], tmp[4200], *text = NULL;
@@ -363,8 +373,19 @@ int hp_ckpt_manifest_write(const struct hp_ckpt_info *ci)
 
     if (!m)
         return -HP_ENOMEM;
-    fprintf(m, "# hetpipe checkpoint: %s\nformat = %d\nseq = %ld\nmodel = %s\n", ci->dir,
-            HP_CKPT_FORMAT, ci->seq, ci->model);
+    if (ci->nfiles > HP_CKPT_MAX_FILES || ci->nranks > HP_CKPT_MAX_FILES || !one_line(ci->model)) {
+        hp_error("checkpoint: cannot write the manifest of %s: %d files for %d ranks (at most "
+                 "%d), model '%.63s' (one line)",
+                 ci->dir, ci->nfiles, ci->nranks, HP_CKPT_MAX_FILES, ci->model);
+        fclose(m);
+        free(text);
+        return -HP_EINVAL;
+    }
+    /* the comment names the directory on one line whatever its characters */
+    fputs("# hetpipe checkpoint: ", m);
+    for (const char *c = ci->dir; *c; c++)
+        fputc((unsigned char)*c < ' ' || *c == 0x7f ? '?' : *c, m);
+    fprintf(m, "\nformat = %d\nseq = %ld\nmodel = %s\n", HP_CKPT_FORMAT, ci->seq, ci->model);
     fprintf(m, "model_signature = %016" PRIx64 "\nunits = %d\nseed = %" PRIu64 "\n", ci->model_sig,
             ci->nunits, ci->seed);
     fprintf(m, "batch = %ld\ntrain_samples = %ld\nepochs = %ld\nepoch = %ld\nminibatch = %ld\n",
@@ -460,7 +481,7 @@ static int manifest_line(struct hp_ckpt_info *ci, char *key, char *val, char *wh
         char name[64];
         unsigned long long b;
         unsigned c;
-        if (ci->nfiles >= HP_CKPT_MAX_FILES || sscanf(val, "%63s %llu %x", name, &b, &c) != 3 ||
+        if (ci->nfiles >= ci->files_max || sscanf(val, "%63s %llu %x", name, &b, &c) != 3 ||
             strchr(name, '/') || name[0] == '.')
             return WHY("file: bad entry '%s'", val);
         memcpy(ci->names[ci->nfiles], name, sizeof(name));
@@ -547,12 +568,21 @@ int hp_ckpt_check(const char *dir, int contents, struct hp_ckpt_info *ci, char *
     FILE *f = fopen(path, "rb");
     if (!f)
         return WHY("it has no manifest (an incomplete checkpoint)");
-    char *text = malloc(1 << 20);
-    size_t len = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MANIFEST_MAX) {
+        fclose(f);
+        return WHY("its manifest is not a regular file of at most %d bytes", MANIFEST_MAX);
+    }
+    char *text = malloc((size_t)st.st_size + 1);
+    size_t len = text ? fread(text, 1, (size_t)st.st_size, f) : 0, lines = 1;
     fclose(f);
-    ci->names = calloc(HP_CKPT_MAX_FILES, sizeof(*ci->names));
-    ci->bytes = calloc(HP_CKPT_MAX_FILES, sizeof(*ci->bytes));
-    ci->crc = calloc(HP_CKPT_MAX_FILES, sizeof(*ci->crc));
+    for (size_t i = 0; i < len; i++)
+        lines += text[i] == '\n';
+    if (lines > HP_CKPT_MAX_FILES)
+        lines = HP_CKPT_MAX_FILES; /* file lines beyond are refused by manifest_line */
+    ci->names = calloc(lines, sizeof(*ci->names));
+    ci->bytes = calloc(lines, sizeof(*ci->bytes));
+    ci->crc = calloc(lines, sizeof(*ci->crc));
+    ci->files_max = (int)lines;
     if (!text || !ci->names || !ci->bytes || !ci->crc)
         rc = -HP_ENOMEM;
     if (!rc) {

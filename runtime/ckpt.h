@@ -58,7 +58,7 @@ extern volatile sig_atomic_t hp_ckpt_requested;
 int hp_ckpt_parse_every(const char *value, long *samples, double *seconds);
 
 /* The manifest, in memory. */
-#define HP_CKPT_MAX_FILES 4096
+#define HP_CKPT_MAX_FILES (1 << 18) /* a plan's ranks (65,536 GPUs and their shards) and more */
 struct hp_ckpt_info {
     char dir[4096];
     long seq;
@@ -73,8 +73,8 @@ struct hp_ckpt_info {
     double lr, momentum, weight_decay; /* the training options it was taken with */
     char schedule[16];
     char reason[16];
-    int nfiles;
-    char (*names)[64]; /* [nfiles] */
+    int nfiles, files_max; /* files_max: room in the arrays (hp_ckpt_check's) */
+    char (*names)[64];     /* [nfiles] */
     uint64_t *bytes;
     uint32_t *crc;
 };

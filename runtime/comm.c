@@ -22,6 +22,8 @@
 #define TAG_MASK_ALL UINT64_MAX
 #define TAG_MASK_TYPE UINT64_C(0xffffffff)
 #define CLOSE_TIMEOUT_MS 1000
+#define DATA_MIN_MS 250            /* a probed message's data: at least this long, */
+#define DATA_MIN_BYTES_PER_MS 50e3 /* and the time its bytes take at 50 MB/s */
 #define LIVENESS_MS 100
 #define SPIN_S 100e-6 /* a wait polls this long before it sleeps on the worker's event fd */
 #define NAP_MS 10     /* the longest such sleep: deadlines and liveness are checked after it */
@@ -674,6 +676,21 @@ static int abandon_recv(struct hp_comm *comm, void *req, int sender)
     return 0;
 }
 
+/* The deadline for the data of a probed message announced just now: the caller's, but at
+ * least the time its bytes take at a slow rate (DATA_MIN_MS + DATA_MIN_BYTES_PER_MS), the
+ * latter never more than the rank's --timeout. A caller that waits on a deadline of its own
+ * (a PS shard refusing stale pulls) is back at it soon after, also when the sender stopped
+ * midway through a large message. */
+static int64_t data_deadline(const struct hp_comm *comm, int64_t deadline,
+                             const ucp_tag_recv_info_t *info)
+{
+    double need = DATA_MIN_MS + (double)info->length / DATA_MIN_BYTES_PER_MS;
+    if (need > comm->stop_limit_ms)
+        need = comm->stop_limit_ms;
+    const int64_t floor = now_ms() + (int64_t)need;
+    return deadline > floor ? deadline : floor;
+}
+
 /* A received message (its completion status and tag info) checked: its length, its header
  * (hp_msg_header_check) and that header against its tag. */
 static int recv_check(struct hp_comm *comm, int peer, int type, ucs_status_t status,
@@ -725,6 +742,7 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
     ucp_tag_recv_info_t info = {0};
     ucp_tag_message_h msg = NULL;
     ucs_status_t status;
+    const int64_t deadline = deadline_of(timeout_ms);
     ucp_tag_t tag, mask;
     int sender = peer;
     void *req;
@@ -747,7 +765,7 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
     }
     if (peer == HP_COMM_ANY_PEER) {
         int failed = -1;
-        status = wait_probe(comm, tag, mask, deadline_of(timeout_ms), &msg, &info, &failed);
+        status = wait_probe(comm, tag, mask, deadline, &msg, &info, &failed);
         if (status == UCS_ERR_CONNECTION_RESET) {
             char cause[96];
             hp_error("cannot receive from rank %d: the connection failed (%s): the rank is gone",
@@ -774,13 +792,10 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
         return from_ucs(status);
     }
     if (req != NULL) {
-        /* a probed message's data may take the rank's --timeout however short the wait for
-         * its announcement was */
-        const int data_ms = msg != NULL && timeout_ms >= 0 && timeout_ms < comm->stop_limit_ms
-                                ? comm->stop_limit_ms
-                                : timeout_ms;
         int failed = sender;
-        status = wait_request_peer(comm, req, deadline_of(data_ms), sender, &failed);
+        status = wait_request_peer(comm, req,
+                                   msg != NULL ? data_deadline(comm, deadline, &info) : deadline,
+                                   sender, &failed);
         const ucs_status_t why = status;
         if ((status == UCS_INPROGRESS || status == UCS_ERR_CONNECTION_RESET) && msg == NULL) {
             /* Cancel, then wait for the request to finish: it completes with

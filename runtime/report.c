@@ -11,11 +11,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-static FILE *open_out(const char *path, const char *what)
-{
-    return hp_out_open(path, what, 0666);
-}
-
 int hp_stage_open_files(struct stage *g)
 {
     const struct hp_options *o = g->o;
@@ -25,18 +20,18 @@ int hp_stage_open_files(struct stage *g)
         /* every rank writes its own: PATH.<rank> */
         char path[4096];
         snprintf(path, sizeof(path), "%s.%d", o->weight_log, g->rank);
-        if (!(g->logs.weight_log = open_out(path, "weight log")))
+        if (!(g->logs.weight_log = hp_out_open(path, "weight log", 0666)))
             return -HP_EIO;
         fprintf(g->logs.weight_log,
                 "vw,stage,minibatch,fwd_version,bwd_version,version_at_bwd,fwd_hash,bwd_hash\n");
     }
     if (reporter && o->step_log) {
-        if (!(g->logs.step_log = open_out(o->step_log, "step log")))
+        if (!(g->logs.step_log = hp_out_open(o->step_log, "step log", 0666)))
             return -HP_EIO;
         fprintf(g->logs.step_log, "step,loss\n");
     }
     if (reporter && o->metrics) {
-        if (!(g->logs.metrics = open_out(o->metrics, "metrics")))
+        if (!(g->logs.metrics = hp_out_open(o->metrics, "metrics", 0666)))
             return -HP_EIO;
         fprintf(g->logs.metrics, "split,epoch,step,seconds,loss,accuracy,images_per_s\n");
     }
@@ -62,7 +57,7 @@ int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r
     if (!g->o->stats)
         return 0;
     snprintf(path, sizeof(path), "%s.%d", g->o->stats, g->rank);
-    if (!(f = open_out(path, "stats")))
+    if (!(f = hp_out_open(path, "stats", 0666)))
         return -HP_EIO;
     fprintf(f,
             "rank = %d\nvw = %d\nstage = %d\nstages = %d\ntype = %s\nunits = %d-%d\nin_flight = "

@@ -217,10 +217,9 @@ static int finish(struct trainer *t, struct hp_train_result *res)
     return rc;
 }
 
-static int close_csv(FILE *f, const char *what, const char *path, int rc)
+/* Close an output (hp_out_close): rc, or -HP_EIO when it was 0 and the close failed. */
+static int close_csv(FILE *f, int rc)
 {
-    (void)what;
-    (void)path;
     if (hp_out_close(f, 1) && rc == 0)
         rc = -HP_EIO;
     return rc;
@@ -263,8 +262,8 @@ int hp_train_run(const struct hp_options *o, struct hp_train_result *res)
     res->images_per_s = t.t_train > 0 ? (double)t.step * o->batch / t.t_train : 0.0;
     if (!rc)
         rc = finish(&t, res);
-    rc = close_csv(t.csv, "metrics file", o->metrics, rc);
-    rc = close_csv(t.slog, "step log", o->step_log, rc);
+    rc = close_csv(t.csv, rc);
+    rc = close_csv(t.slog, rc);
     free(t.himg);
     free(t.hlab);
     free(t.perm);

@@ -8,6 +8,7 @@
 #ifndef HP_FUZZ_H
 #define HP_FUZZ_H
 
+#include "gpudb.h"
 #include "log.h"
 
 #include <fcntl.h>
@@ -36,9 +37,9 @@ static inline void fuzz_report(void)
 /* Remove the scratch directory's files, then the directory (at exit). */
 static inline void fuzz_cleanup(void)
 {
-    static const char *const names[] = {"input",       "hetpipe.conf", "model.ini",  "cluster.ini",
-                                        "plan.ini",    "binding",      "manifest",   "plan.ini.ck",
-                                        "rank-0.part", "rank-1.part",  "addr.0",     NULL};
+    static const char *const names[] = {"input",       "hetpipe.conf", "model.ini", "cluster.ini",
+                                        "plan.ini",    "binding",      "manifest",  "plan.ini.ck",
+                                        "rank-0.part", "rank-1.part",  "addr.0",    NULL};
     char path[512];
 
     if (!fuzz_dir[0])
@@ -116,6 +117,18 @@ static inline void fuzz_write(const char *name, const void *data, size_t n, char
         n -= (size_t)w;
     }
     close(fd);
+}
+
+/* The repository's site config (found as hetpipe finds it: HETPIPE_CONF, ...) into *db, for
+ * the harnesses whose files name GPU types. Exits when it cannot (set HETPIPE_CONF). */
+static inline void fuzz_load_db(const char *who, struct hp_gpudb *db)
+{
+    char conf[4096];
+
+    if (hp_gpudb_default_path(conf, sizeof(conf)) || hp_gpudb_load(conf, db)) {
+        fprintf(stderr, "%s: cannot load the site config (set HETPIPE_CONF): %s\n", who, fuzz_log);
+        exit(1);
+    }
 }
 
 /* The input as a NUL-terminated string (malloc'ed; free it). Bytes after a NUL are kept. */

@@ -47,8 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (!(data[0] & 1)) {
             h.checksum = 0;
-            h.checksum = hp_fnv1a(hp_fnv1a(HP_FNV_OFFSET, &h, sizeof(h)), file + sizeof(h),
-                                  n - sizeof(h));
+            h.checksum =
+                hp_fnv1a(hp_fnv1a(HP_FNV_OFFSET, &h, sizeof(h)), file + sizeof(h), n - sizeof(h));
             memcpy(file, &h, sizeof(h));
         }
     }

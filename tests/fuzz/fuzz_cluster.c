@@ -7,14 +7,8 @@ static struct hp_gpudb db;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    char conf[4096];
-
     fuzz_setup();
-    if (hp_gpudb_default_path(conf, sizeof(conf)) || hp_gpudb_load(conf, &db)) {
-        fprintf(stderr, "fuzz_cluster: cannot load the site config (set HETPIPE_CONF): %s\n",
-                fuzz_log);
-        exit(1);
-    }
+    fuzz_load_db("fuzz_cluster", &db);
     return 0;
 }
 

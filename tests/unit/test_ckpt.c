@@ -202,6 +202,73 @@ START_TEST(latest_and_prune)
 }
 END_TEST
 
+/* A manifest at the extremes reads back: 70,000 ranks' parts (a plan may have 65,536 GPUs
+ * and their shards), a model name with '=' and '#', under a directory whose name holds every
+ * printable character but '/' and a line break (the manifest's comment stays one line). */
+START_TEST(manifest_extremes)
+{
+    enum { RANKS = 70000 };
+    const char *fresh = test_fresh_dir();
+    char parent[3900], dir[4000], path[4300], why[512];
+    struct hp_ckpt_info ci = {.seq = 1,
+                              .nunits = 4096,
+                              .model_sig = 0xfeedULL,
+                              .batch = 32,
+                              .nvws = 65536,
+                              .nranks = RANKS,
+                              .samples = 1};
+    struct hp_ckpt_info back;
+    size_t len = (size_t)snprintf(parent, sizeof(parent), "%s/", fresh);
+    long seq;
+
+    for (int c = ' '; c <= '~'; c++)
+        if (c != '/')
+            parent[len++] = (char)c;
+    parent[len++] = '\n';
+    snprintf(parent + len, sizeof(parent) - len, "end");
+    ck_assert_int_eq(hp_ckpt_new_dir(parent, 0, &seq, dir, sizeof(dir)), 0);
+    ci.names = calloc(RANKS + 1, sizeof(*ci.names));
+    ci.bytes = calloc(RANKS + 1, sizeof(*ci.bytes));
+    ci.crc = calloc(RANKS + 1, sizeof(*ci.crc));
+    ck_assert(ci.names && ci.bytes && ci.crc);
+    for (int r = 0; r <= RANKS; r++) {
+        if (r < RANKS)
+            snprintf(ci.names[r], sizeof(ci.names[r]), "rank-%d.part", r);
+        else
+            snprintf(ci.names[r], sizeof(ci.names[r]), "plan.ini");
+        snprintf(path, sizeof(path), "%s/%s", dir, ci.names[r]);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fclose(f); /* empty: 0 bytes, CRC-32 0 */
+    }
+    ci.nfiles = RANKS + 1;
+    snprintf(ci.dir, sizeof(ci.dir), "%s", dir);
+    snprintf(ci.model, sizeof(ci.model), "my = model #2; v1.0 ");
+    snprintf(ci.reason, sizeof(ci.reason), "signal");
+    ck_assert_int_eq(hp_ckpt_manifest_write(&ci), 0);
+    ck_assert_msg(hp_ckpt_check(dir, 1, &back, why, sizeof(why)) == 0, "%s", why);
+    ck_assert_int_eq(back.nfiles, RANKS + 1);
+    ck_assert_int_eq(back.nranks, RANKS);
+    ck_assert_int_eq(back.nvws, 65536);
+    ck_assert_int_eq(back.nunits, 4096);
+    ck_assert_str_eq(back.model, ci.model);
+    ck_assert_str_eq(back.names[RANKS - 1], "rank-69999.part");
+    hp_ckpt_info_release(&back);
+
+    /* what no manifest line holds is refused, the manifest there kept */
+    snprintf(ci.model, sizeof(ci.model), "two\nlines");
+    test_capture_begin();
+    ck_assert_int_eq(hp_ckpt_manifest_write(&ci), -HP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(test_capture_end(), "(one line)"));
+    ck_assert_int_eq(hp_ckpt_check(dir, 0, &back, why, sizeof(why)), 0);
+    hp_ckpt_info_release(&back);
+    hp_ckpt_info_release(&ci);
+    hp_ckpt_remove(dir);
+    ck_assert_int_eq(rmdir(parent), 0);
+    ck_assert_int_eq(rmdir(fresh), 0);
+}
+END_TEST
+
 START_TEST(every_parsed)
 {
     long n;
@@ -234,6 +301,11 @@ Suite *suite_ckpt(void)
     tcase_add_test(tc, manifest_checked_whole);
     tcase_add_test(tc, latest_and_prune);
     tcase_add_test(tc, every_parsed);
+    suite_add_tcase(s, tc);
+    /* 70,000 files made and checked: seconds, more under a sanitizer */
+    tc = tcase_create("extremes");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, manifest_extremes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -442,6 +442,136 @@ START_TEST(alloc_as_cluster)
 }
 END_TEST
 
+/* Write `a` as a cluster file and load it back: names, types and device indices as written. */
+static void alloc_round_trip(const struct hp_alloc *a, const struct hp_gpudb *db)
+{
+    const char *path = test_write_file("alloc-extreme.ini", "");
+    struct hp_cluster cl;
+    int g = 0;
+
+    ck_assert_int_eq(hp_alloc_write_cluster(a, "job \"x\"; #1", path), 0);
+    ck_assert_int_eq(hp_cluster_load(path, db, &cl), 0);
+    ck_assert_str_eq(cl.name, "job \"x\"; #1");
+    ck_assert_int_eq(cl.nnodes, a->nnodes);
+    for (int i = 0; i < a->nnodes; i++) {
+        ck_assert_str_eq(cl.nodes[i].name, a->nodes[i].name);
+        ck_assert_int_eq(cl.nodes[i].ngpus, a->nodes[i].ngpus);
+        for (int j = 0; j < a->nodes[i].ngpus; j++, g++) {
+            ck_assert_int_eq(cl.gpus[g].node, i);
+            ck_assert_int_eq(cl.gpus[g].index, a->nodes[i].gpus[j].index);
+            ck_assert_str_eq(db->types[cl.gpus[g].type].name, a->nodes[i].gpus[j].type);
+        }
+    }
+    ck_assert_int_eq(cl.ngpus, g);
+    hp_cluster_release(&cl);
+}
+
+/* The cluster file hetpipe launch writes, at the extremes: 1000 nodes of 64 GPUs (lists over
+ * iniparser's line length, continued), node names of every printable character (in
+ * [node.I] sections with quoted names), and what no spelling holds refused by name. */
+START_TEST(alloc_extremes)
+{
+    static const char *types[] = {"titanv", "rtx2060", "p4000", "v100-32"};
+    enum { NODES = 1000 };
+    struct hp_alloc_node *nodes = calloc(NODES, sizeof(*nodes));
+    struct hp_alloc a = {.jobid = 7, .ncomponents = 1, .nnodes = NODES, .nodes = nodes};
+    struct hp_gpudb db;
+    char printable[96];
+
+    ck_assert_ptr_nonnull(nodes);
+    load_site(&db);
+    for (int i = 0; i < NODES; i++) {
+        snprintf(nodes[i].name, sizeof(nodes[i].name), "gpu-%04d.rack_%d", i, i % 7);
+        nodes[i].ngpus = HP_ALLOC_GPUS_MAX;
+        for (int j = 0; j < HP_ALLOC_GPUS_MAX; j++) {
+            /* a type change at every GPU: 64 items of TYPE:1 */
+            snprintf(nodes[i].gpus[j].type, HP_GPU_TYPE_MAX, "%s", types[(i + j) % 4]);
+            nodes[i].gpus[j].index = (j * 37 + i) % HP_ALLOC_GPUS_MAX;
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(hp_gpudb_find(&db, types[i]) >= 0, "type %s", types[i]);
+    alloc_round_trip(&a, &db); /* every section [NAME] */
+
+    /* every printable character, the two quotes in different names, spaces at the ends */
+    for (int c = ' '; c <= '~'; c++)
+        printable[c - ' '] = (char)c;
+    printable['~' - ' ' + 1] = '\0';
+    snprintf(nodes[1].name, sizeof(nodes[1].name), "%.*s", '\'' - ' ', printable);
+    snprintf(nodes[2].name, sizeof(nodes[2].name), "%.*s", '@' - '\'', printable + ('\'' - ' '));
+    snprintf(nodes[3].name, sizeof(nodes[3].name), "%s", printable + ('@' - ' '));
+    snprintf(nodes[4].name, sizeof(nodes[4].name), " Node4 ");
+    snprintf(nodes[5].name, sizeof(nodes[5].name), "cluster");
+    snprintf(nodes[6].name, sizeof(nodes[6].name), "node.7"); /* not node 7's section */
+    alloc_round_trip(&a, &db);
+
+    /* refused, with the reason: a control character, both quote kinds, an odd GPU type */
+    const char *path = test_write_file("alloc-refused.ini", "keep");
+    snprintf(nodes[8].name, sizeof(nodes[8].name), "line\nbreak");
+    test_capture_begin();
+    ck_assert_int_lt(hp_alloc_write_cluster(&a, "x", path), 0);
+    ck_assert_ptr_nonnull(strstr(test_capture_end(), "the name of node 8"));
+    snprintf(nodes[8].name, sizeof(nodes[8].name), "both'\"");
+    test_capture_begin();
+    ck_assert_int_lt(hp_alloc_write_cluster(&a, "x", path), 0);
+    ck_assert_ptr_nonnull(strstr(test_capture_end(), "the name of node 8"));
+    snprintf(nodes[8].name, sizeof(nodes[8].name), "n8");
+    snprintf(nodes[9].gpus[3].type, HP_GPU_TYPE_MAX, "a,b");
+    test_capture_begin();
+    ck_assert_int_lt(hp_alloc_write_cluster(&a, "x", path), 0);
+    ck_assert_ptr_nonnull(strstr(test_capture_end(), "GPU type 'a,b'"));
+    /* a refused write leaves the file that was there */
+    FILE *f = fopen(path, "r");
+    char buf[16] = "";
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    ck_assert_str_eq(buf, "keep");
+    hp_gpudb_release(&db);
+    free(nodes);
+}
+END_TEST
+
+/* Hand-written cluster files: a name key, continued lists, and their errors. */
+START_TEST(cluster_names_and_lists)
+{
+    struct hp_gpudb db;
+    struct hp_cluster cl;
+    static const struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"[cluster]\n[a]\nname = b\ngpus = titanv:1\n[b]\ngpus = titanv:1\n",
+         "node 'b' is given twice"},
+        {"[cluster]\n[a]\nname = \"\"\ngpus = titanv:1\n", "node names have 1 to 63"},
+        {"[cluster]\n[a]\ngpus = titanv:1\ngpus.2 = titanv:1\n", "'gpus.1' is missing"},
+        {"[cluster]\n[a]\ngpus = titanv:2\ndevices = 0\ndevices.1 = 0\n", "distinct device"},
+    };
+
+    load_site(&db);
+    const char *path = test_write_file("named.ini", "[cluster]\nname = n\n"
+                                                    "[node.0]\nname = \"Big Node; #1\"\n"
+                                                    "gpus = titanv:1, p4000:1\ngpus.1 = titanv:2\n"
+                                                    "devices = 3,2\ndevices.1 = 1,0\n");
+    ck_assert_int_eq(hp_cluster_load(path, &db, &cl), 0);
+    ck_assert_str_eq(cl.nodes[0].name, "Big Node; #1");
+    ck_assert_int_eq(cl.ngpus, 4);
+    for (int g = 0; g < 4; g++)
+        ck_assert_int_eq(cl.gpus[g].index, 3 - g);
+    ck_assert_str_eq(db.types[cl.gpus[1].type].name, "p4000");
+    ck_assert_str_eq(db.types[cl.gpus[3].type].name, "titanv");
+    hp_cluster_release(&cl);
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        path = test_write_file("bad-named.ini", bad[k].text);
+        test_capture_begin();
+        ck_assert_int_lt(hp_cluster_load(path, &db, &cl), 0);
+        const char *err = test_capture_end();
+        ck_assert_msg(strstr(err, bad[k].expect), "case %zu: '%s' lacks '%s'", k, err,
+                      bad[k].expect);
+    }
+    hp_gpudb_release(&db);
+}
+END_TEST
+
 Suite *suite_cluster(void)
 {
     Suite *s = suite_create("cluster");
@@ -459,6 +589,12 @@ Suite *suite_cluster(void)
     tcase_add_test(t, cluster_make);
     tcase_add_loop_test(t, gres_detail, 0, (int)(sizeof(gres_cases) / sizeof(gres_cases[0])));
     tcase_add_test(t, alloc_as_cluster);
+    tcase_add_test(t, cluster_names_and_lists);
+    suite_add_tcase(s, t);
+    /* 64,000 GPUs written and read three times: seconds, more under a sanitizer */
+    t = tcase_create("extremes");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, alloc_extremes);
     suite_add_tcase(s, t);
     return s;
 }

@@ -554,6 +554,20 @@ START_TEST(binding_round_trip_and_rejects)
     free(back);
     free(rank_of);
 
+    /* node names that would not read back as one word are refused, the file left as it was */
+    static const char *odd_nodes[] = {"two words", "tab\tnode", "#comment", "", "bell\a"};
+    for (size_t k = 0; k < sizeof(odd_nodes) / sizeof(odd_nodes[0]); k++) {
+        struct hp_binding keep = b[1];
+        snprintf(b[1].node, sizeof(b[1].node), "%s", odd_nodes[k]);
+        errbuf[0] = '\0';
+        ck_assert_int_eq(hp_binding_write(path, b, p.nranks, errbuf, sizeof(errbuf)), -1);
+        ck_assert_msg(strstr(errbuf, "task 1's node name"), "'%s': %s", odd_nodes[k], errbuf);
+        b[1] = keep;
+        ck_assert_int_eq(hp_plan_binding_load(&p, path, &back, &rank_of), 0);
+        free(back);
+        free(rank_of);
+    }
+
     /* broken files: a role twice, a missing task, a bad device, a foreign role, junk */
     static const struct {
         int task, line_fix;
