@@ -97,10 +97,11 @@ RUNTIME_SRCS  := runtime/backend.c runtime/backend_cpu.c runtime/net.c runtime/d
                  runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
                  runtime/pipeline.c runtime/schedule.c runtime/sync.c runtime/evaluate.c \
                  runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_shard.c runtime/ps_client.c \
-                 runtime/ckpt.c runtime/resume.c
+                 runtime/ckpt.c runtime/resume.c runtime/timeline.c
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
                  launcher/slurm.c launcher/planjob.c launcher/layout.c launcher/rundir.c \
-                 launcher/proc.c
+                 launcher/proc.c launcher/tlmerge.c launcher/svg.c launcher/jobdata.c \
+                 launcher/reportfig.c launcher/jobreport.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
 
 ifeq ($(HAVE_CUDA),1)

@@ -13,6 +13,7 @@ static const char *const cmd_names[HP_CMD_COUNT] = {
     [HP_CMD_TRAIN] = "train",   [HP_CMD_MODEL] = "model",       [HP_CMD_TIME] = "time",
     [HP_CMD_PLAN] = "plan",     [HP_CMD_PROFILE] = "profile",   [HP_CMD_RUN] = "run",
     [HP_CMD_LAUNCH] = "launch", [HP_CMD_RANK] = "hetpipe-rank", [HP_CMD_DOCTOR] = "doctor",
+    [HP_CMD_REPORT] = "report", [HP_CMD_TIMELINE] = "timeline",
 };
 
 const char *hp_cli_name(enum hp_cmd cmd)
@@ -150,6 +151,10 @@ int hp_cli_parse(enum hp_cmd cmd, const char *synopsis, int argc, char **argv, s
         }
     }
     free(l);
+    if (rc == 0 && o->quiet && o->verbose) {
+        hp_error("%s: options '--quiet' and '--verbose' exclude each other", cmd_names[cmd]);
+        rc = -1;
+    }
     if (rc == 0 && rest)
         *rest = optind;
     return rc;

@@ -159,6 +159,16 @@ const struct hp_opt_info hp_opts[HP_OPT_COUNT] = {
                        .help = "resume from checkpoint DIR (a ckpt-N directory), or auto: the "
                                "newest valid one in --checkpoint-dir (none: start afresh); "
                                "re-plans when the GPUs differ"},
+    [HP_OPT_TIMELINE] = {.flag = "timeline",
+                         .env = "HETPIPE_TIMELINE",
+                         .type = HP_OT_TEXT,
+                         .arg = "FILE",
+                         .cmds = IN(RUN) | IN(LAUNCH) | IN(RANK),
+                         .offset = OFF(timeline),
+                         .help = "record what every rank does, when, and merge it into FILE, a "
+                                 "Chrome trace (Perfetto, chrome://tracing); the parts stay in "
+                                 "the run directory for hetpipe report (hetpipe-rank: writes "
+                                 "FILE.<rank>)"},
     [HP_OPT_DRY_RUN] = {.flag = "dry-run",
                         .env = "HETPIPE_DRY_RUN",
                         .type = HP_OT_FLAG,
@@ -197,7 +207,7 @@ const struct hp_opt_info hp_opts[HP_OPT_COUNT] = {
     [HP_OPT_CONFIG] = {.flag = "config",
                        .type = HP_OT_TEXT,
                        .arg = "FILE",
-                       .cmds = JOB_CMDS | IN(RANK) | IN(DOCTOR),
+                       .cmds = JOB_CMDS | IN(RANK) | IN(DOCTOR) | IN(REPORT),
                        .offset = OFF(config),
                        .help = "the site config with the GPU database (default: $HETPIPE_CONF, "
                                "./etc/hetpipe.conf, next to hetpipe, /etc/hetpipe)"},
@@ -211,14 +221,24 @@ const struct hp_opt_info hp_opts[HP_OPT_COUNT] = {
                     .type = HP_OT_TEXT,
                     .arg = "FILE",
                     .cmd_def = {[HP_CMD_PROFILE] = "profile.ini"},
-                    .cmds = IN(PLAN) | IN(PROFILE),
+                    .cmds = IN(PLAN) | IN(PROFILE) | IN(REPORT) | IN(TIMELINE),
                     .offset = OFF(out),
-                    .help = "write the plan (the profile) there"},
+                    .help = "write the plan (the profile, the report page, the timeline) there"},
     [HP_OPT_QUIET] = {.flag = "quiet",
                       .type = HP_OT_FLAG,
-                      .cmds = IN(PLAN),
+                      .cmds = IN(PLAN) | RANK_CMDS,
+                      .flags = HP_OPTF_PASS,
                       .offset = OFF(quiet),
-                      .help = "print no table"},
+                      .help = "print no plan table and no progress (evaluations, the summary and "
+                              "errors still)"},
+    [HP_OPT_VERBOSE] = {.flag = "verbose",
+                        .type = HP_OT_FLAG,
+                        .cmds = RANK_CMDS,
+                        .flags = HP_OPTF_PASS,
+                        .offset = OFF(verbose),
+                        .help = "progress as a plain line every --log-every steps also on a "
+                                "terminal (not one updating line), and the ranks' debug "
+                                "messages"},
 
     [HP_OPT_LR] = {.flag = "lr",
                    .type = HP_OT_REAL,

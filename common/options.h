@@ -31,6 +31,8 @@ enum hp_cmd {
     HP_CMD_LAUNCH,
     HP_CMD_RANK,
     HP_CMD_DOCTOR,
+    HP_CMD_REPORT,
+    HP_CMD_TIMELINE,
     HP_CMD_COUNT
 };
 
@@ -47,6 +49,7 @@ enum hp_opt {
     HP_OPT_CHECKPOINT_EVERY,
     HP_OPT_CHECKPOINT_KEEP,
     HP_OPT_RESUME,
+    HP_OPT_TIMELINE,
     HP_OPT_DRY_RUN,
     /* planning */
     HP_OPT_NM_MAX,
@@ -56,6 +59,7 @@ enum hp_opt {
     HP_OPT_PROFILE,
     HP_OPT_OUT,
     HP_OPT_QUIET,
+    HP_OPT_VERBOSE,
     /* training: hetpipe train, and every rank */
     HP_OPT_LR,
     HP_OPT_MOMENTUM,
@@ -150,9 +154,9 @@ extern const struct hp_opt_info hp_opts[HP_OPT_COUNT];
 struct hp_options {
     long policy, placement, staleness, nm, batch, epochs, dry_run;
     const char *model;
-    const char *checkpoint_dir, *checkpoint_every, *resume;
+    const char *checkpoint_dir, *checkpoint_every, *resume, *timeline;
     long checkpoint_keep;
-    long nm_max, seed, quiet;
+    long nm_max, seed, quiet, verbose;
     const char *cluster, *config, *profile, *out;
     double lr, momentum, weight_decay;
     long schedule, train_limit, test_limit, log_every, device, threads;

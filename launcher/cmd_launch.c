@@ -159,6 +159,22 @@ static int srun_args(struct launch *l)
     l->av[l->ac++] = l->plan_path;
     l->av[l->ac++] = "--config";
     l->av[l->ac++] = l->job.config;
+    /* what hetpipe report and hetpipe timeline read, in the job directory */
+    if (!l->o.stats) {
+        l->av[l->ac++] = "--stats";
+        l->av[l->ac++] = hp_keep("%s/stats", l->dir);
+    }
+    if (!l->o.metrics) {
+        l->av[l->ac++] = "--metrics";
+        l->av[l->ac++] = hp_keep("%s/metrics.csv", l->dir);
+    }
+    if (l->o.timeline) {
+        l->av[l->ac++] = "--timeline";
+        l->av[l->ac++] = hp_keep("%s/timeline", l->dir);
+        printf("launch: the ranks' timelines go to %s/timeline.RANK; once the job has ended, "
+               "'hetpipe timeline %s --out %s' merges them (hetpipe launch hands over to srun)\n",
+               l->dir, l->dir, l->o.timeline);
+    }
     return hp_cli_rank_args(&l->o, HP_CMD_LAUNCH, l->av, &l->ac, MAX_ARGS - 1, l->store,
                             sizeof(l->store));
 }

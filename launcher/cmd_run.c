@@ -14,7 +14,9 @@
 #include "planfile.h"
 #include "planjob.h"
 #include "proc.h"
+#include "output.h"
 #include "rundir.h"
+#include "tlmerge.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +44,7 @@ struct local {
     struct hp_options o;
     struct hp_job job;
     char dir[4096], boot[4200], plan_path[4200], rank_bin[4096], emu[64];
+    char tl_prefix[4200], stats[4200], metrics[4200]; /* in the run directory */
     const char *av[MAX_ARGS];
     char store[1 << 17]; /* the strings of av */
     char resume[4200];   /* --resume resolved */
@@ -113,6 +117,27 @@ static double emulation_scale(const struct local *L)
     return S;
 }
 
+/* Whether --timeline's target can take the merged file (hp_out_open, then discarded), so
+ * that it is refused before the training, not after: at the start when its directory exists,
+ * else (`made`) once the run directory, which may hold it, has been made. */
+static int timeline_target(const char *path, int made)
+{
+    char dir[4096];
+    struct stat st;
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    if (!made && slash && stat(dir, &st) != 0)
+        return 0;
+    FILE *f = hp_out_open(path, "timeline", 0666);
+    if (!f)
+        return -1;
+    hp_out_close(f, 0);
+    return 0;
+}
+
 /* The run directory with the plan and the address-file directory; the ranks' command line. */
 static int prepare(struct local *L)
 {
@@ -128,8 +153,26 @@ static int prepare(struct local *L)
         return -HP_EIO;
     snprintf(L->emu, sizeof(L->emu), "%.9g", emulation_scale(L));
     L->av[ac++] = "hetpipe-rank";
-    if (hp_cli_rank_args(&L->o, HP_CMD_RUN, L->av, &ac, MAX_ARGS - 10, L->store, sizeof(L->store)))
+    if (hp_cli_rank_args(&L->o, HP_CMD_RUN, L->av, &ac, MAX_ARGS - 16, L->store, sizeof(L->store)))
         return -HP_EINVAL;
+    /* what hetpipe report reads, in the run directory unless the user put it elsewhere */
+    snprintf(L->stats, sizeof(L->stats), "%s/stats", L->dir);
+    snprintf(L->metrics, sizeof(L->metrics), "%s/metrics.csv", L->dir);
+    snprintf(L->tl_prefix, sizeof(L->tl_prefix), "%s/timeline", L->dir);
+    if (!L->o.stats) {
+        L->av[ac++] = "--stats";
+        L->av[ac++] = L->stats;
+    }
+    if (!L->o.metrics) {
+        L->av[ac++] = "--metrics";
+        L->av[ac++] = L->metrics;
+    }
+    if (L->o.timeline) {
+        if (timeline_target(L->o.timeline, 1))
+            return -HP_EINVAL;
+        L->av[ac++] = "--timeline";
+        L->av[ac++] = L->tl_prefix;
+    }
     const char *tail[] = {"--emulate", L->emu,     "--plan",      L->plan_path, "--boot-dir",
                           L->boot,     "--config", L->job.config, NULL};
     for (int i = 0; tail[i]; i++)
@@ -305,13 +348,18 @@ int hp_cmd_run(int argc, char **argv)
         rc = 2;
         goto out_status;
     }
+    if (L->o.timeline && timeline_target(L->o.timeline, 0)) {
+        rc = 1;
+        goto out_status;
+    }
     rc = hp_rank_binary("run", L->rank_bin, sizeof(L->rank_bin))
              ? -HP_EINVAL
              : hp_job_plan(&L->o, NULL, &L->job);
     if (!rc)
         rc = hp_job_resume(&L->o, &L->job, "run", L->resume, sizeof(L->resume));
     if (!rc) {
-        hp_job_print(&L->job, stdout);
+        if (!L->o.quiet)
+            hp_job_print(&L->job, stdout);
         rc = prepare(L);
     }
     if (!rc)
@@ -320,6 +368,10 @@ int hp_cmd_run(int argc, char **argv)
         if (rc)
             signal_all(L, SIGTERM);
         supervise(L);
+        /* also of a failed job: what each rank did until it ended */
+        if (L->o.timeline && hp_tl_merge(L->tl_prefix, L->job.plan.nranks, L->o.timeline) && !rc &&
+            L->failed < 0)
+            rc = -HP_EIO;
     }
     if (L->failed >= 0 || (rc && L->dir[0])) {
         fprintf(stderr, "hetpipe run: failed; plan, logs and address files kept in %s\n", L->dir);

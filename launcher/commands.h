@@ -18,6 +18,9 @@ int hp_cmd_run(int argc, char **argv);
 int hp_cmd_launch(int argc, char **argv);
 /* hetpipe doctor: one line per check; 0 without a FAIL, 1 with one, 2 for a bad option. */
 int hp_cmd_doctor(int argc, char **argv);
+/* hetpipe report: the HTML page of a finished job (jobreport.h). */
+int hp_cmd_report_html(int argc, char **argv);
+int hp_cmd_timeline(int argc, char **argv);
 
 /* Command cmd's command line into o (set to cmd's defaults first), through the table; no
  * argument may follow the options unless `args` (then *rest is the first); --threads applied.

@@ -25,6 +25,9 @@ static const struct {
     {"run", hp_cmd_run, "run a job: --local forks its ranks here, emulating the GPU types"},
     {"launch", hp_cmd_launch, "inside a Slurm allocation: discover its GPUs, plan, srun the ranks"},
     {"doctor", hp_cmd_doctor, "check this installation and say what to fix"},
+    {"report", hp_cmd_report_html,
+     "write an HTML page about a finished job from its run directory"},
+    {"timeline", hp_cmd_timeline, "merge a job's timeline (--timeline) into one Chrome trace"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

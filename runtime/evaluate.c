@@ -156,6 +156,7 @@ int hp_eval_report(struct stage *g, struct hp_worker_result *res, int epoch, lon
     g->time.comm_s = m0;
     if (rc || g->s != 0)
         return rc;
+    hp_stage_progress_clear(g);
     if (nb >= 0)
         printf("epoch %d/%ld step %ld/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1,
                g->o->epochs, nb, my_mb, *tl, 100.0 * *ta);
@@ -216,8 +217,8 @@ int hp_eval_gather(struct stage *g, long n, double *t_all, int *req)
             if (!rc)
                 *req |= (int)h.clock;
             else if (rc == -HP_ETIMEOUT)
-                hp_error("vw %d stage %d: rank %d did not reach job point %ld within %.0f s",
-                         g->v, g->s, r, n, g->long_wait_ms / 1000.0);
+                hp_error("vw %d stage %d: rank %d did not reach job point %ld within %.0f s", g->v,
+                         g->s, r, n, g->long_wait_ms / 1000.0);
         }
         *t_all = hp_now_s();
     }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The stage's role, net, buffers, emulation and output files. */
 static int worker_init(struct stage *g)
@@ -74,6 +75,7 @@ static int load_data(struct stage *g)
     }
     run->total_steps = g->dp ? run->my_mb * o->epochs : run->total_mb * o->epochs;
     run->reporter = g->v == 0 && g->s == 0;
+    run->tty = run->reporter && !o->verbose && isatty(STDOUT_FILENO);
     /* --eval-every N samples: VW 0 evaluates after every ek of its minibatches */
     run->ek = o->eval_every > 0
                   ? (o->eval_every + (long)g->nvws * g->batch - 1) / ((long)g->nvws * g->batch)
@@ -99,8 +101,7 @@ static int start_point(struct stage *g)
 
 /* The reporter's verdict at a job point: stop (--stop-at, or a request after its checkpoint),
  * checkpoint (due, or requested); a new checkpoint directory for it. */
-static unsigned decide(struct stage *g, long nb, int req, int last, long *seq, char *dir,
-                       size_t n)
+static unsigned decide(struct stage *g, long nb, int req, int last, long *seq, char *dir, size_t n)
 {
     unsigned flags = g->run.stop ? HP_VERDICT_STOP : 0u;
 
@@ -135,6 +136,8 @@ static int job_point(struct stage *g, struct hp_worker_result *res, int epoch, l
     if (!rc && g->v == 0 && evaluate)
         rc = hp_eval_report(g, res, epoch, nb, run->my_mb, step, job_s, last && nb < 0, &tl, &ta);
     if (evaluate)
+        hp_tl_add(g->tl, HP_TL_EVAL, te, hp_now_s(), -1, -1, 0, epoch);
+    if (evaluate)
         run->stop = hp_eval_reached(g, ta);
     if (!rc && g->run.reporter)
         flags = decide(g, nb < 0 ? run->my_mb : nb, req, last, &seq, dir, sizeof(dir));
@@ -146,9 +149,11 @@ static int job_point(struct stage *g, struct hp_worker_result *res, int epoch, l
     run->stop = (flags & HP_VERDICT_STOP) != 0;
     if (!rc && (flags & HP_VERDICT_CKPT)) {
         int ok = 0;
+        const double tc = hp_now_s();
         if (!g->run.reporter)
             snprintf(dir, sizeof(dir), "%s/ckpt-%ld", g->o->checkpoint_dir, seq);
         rc = hp_stage_checkpoint(g, seq, dir, nb < 0 ? epoch + 1 : epoch, nb < 0 ? 0 : nb, &ok);
+        hp_tl_add(g->tl, HP_TL_CKPT, tc, hp_now_s(), -1, -1, 0, seq);
         g->ck.stopped = ok && (flags & HP_VERDICT_REQUEST);
         if (!rc && !ok && (flags & HP_VERDICT_REQUEST)) {
             hp_error("stopping on request, but checkpoint %ld could not be written", seq);
@@ -190,17 +195,15 @@ static int progress(struct stage *g, struct interval *iv, int epoch, long nb, lo
     iv->n++;
     if (g->logs.step_log)
         fprintf(g->logs.step_log, "%ld,%.9e\n", step, l / g->batch);
-    if (!g->run.reporter || !((o->log_every > 0 && nb % o->log_every == 0) || nb == g->run.my_mb))
+    if (!g->run.reporter)
         return 0;
+    const int due = (o->log_every > 0 && nb % o->log_every == 0) || nb == g->run.my_mb;
     const double now = hp_now_s(), ips = (double)iv->n * g->batch / (now - iv->t0);
     const double loss = iv->lsum / ((double)iv->n * g->batch);
     const double acc = iv->csum / ((double)iv->n * g->batch);
-    if (o->log_every > 0) {
-        printf("epoch %d/%ld step %ld/%ld loss %.4f acc %.2f%% %.0f img/s", epoch + 1, o->epochs,
-               nb, g->run.my_mb, loss, 100.0 * acc, ips);
-        hp_wsp_print_clocks(g, now - g->run.t_start - g->run.job_paused_s);
-        putchar('\n');
-    }
+    hp_stage_progress(g, epoch, nb, loss, acc, ips, due && o->log_every > 0);
+    if (!due)
+        return 0;
     if (g->logs.metrics)
         fprintf(g->logs.metrics, "train,%d,%ld,%.3f,%.6f,%.6f,%.1f\n", epoch + 1,
                 step_base + nb * g->nvws, now - g->run.t_start - g->run.job_paused_s, loss, acc,
@@ -323,6 +326,8 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         rc = hp_sync_setup(&g, g.run.my_mb);
     if (!rc)
         rc = hp_stage_restore_client(&g);
+    if (!rc)
+        rc = hp_stage_timeline_open(&g);
     if (!rc) {
         hp_stage_print_start(&g);
         rc = start_point(&g);
@@ -352,6 +357,10 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
     if (!rc)
         rc = hp_ps_worker_done(plan, comm, rank, g.v, g.s, g.ck.stopped, g.timeout_ms);
     res->stopped = g.ck.stopped;
+    /* what was recorded, also of a failed run */
+    const int trc = hp_stage_timeline_close(&g);
+    if (!rc)
+        rc = trc;
     hp_stage_teardown(&g);
     return rc;
 }

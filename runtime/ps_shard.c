@@ -9,6 +9,7 @@
 #include "log.h"
 #include "output.h"
 #include "net.h"
+#include "timeline.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -59,6 +60,7 @@ struct shard {
     int nclients;
     int *client_of; /* [workers]: index into clients, -1 */
     FILE *trace;
+    struct hp_timeline *tl; /* --timeline (NULL: none) */
     int timeout_ms, wait_ms;
     int marks; /* workers whose pushes for checkpoint `mark_seq` are all here */
     long mark_seq;
@@ -152,6 +154,9 @@ static int serve(struct shard *sh, struct client *c)
     }
     if (m != tmp)
         free(m);
+    if (!rc)
+        hp_tl_add(sh->tl, HP_TL_SERVE_PULL, c->t_req, hp_now_s(), -1, c->rank,
+                  (int64_t)h.payload_bytes, c->wave);
     c->pending = 0;
     return rc;
 }
@@ -171,6 +176,7 @@ static int on_push(struct shard *sh, struct client *c, const struct hp_msg_heade
                    const float *delta)
 {
     const int n = sh->plan->nunits;
+    const double t0 = hp_now_s();
 
     if (h->payload_bytes != c->floats * sizeof(float) || h->clock < 0) {
         hp_error("PS shard rank %d: protocol error: a push of vw %d stage %d must carry %zu "
@@ -207,6 +213,8 @@ static int on_push(struct shard *sh, struct client *c, const struct hp_msg_heade
                 free(m);
         }
     }
+    hp_tl_add(sh->tl, HP_TL_SERVE_PUSH, t0, hp_now_s(), -1, c->rank, (int64_t)h->payload_bytes,
+              (long)h->clock);
     return serve_waiting(sh);
 }
 
@@ -448,6 +456,28 @@ static int restore(struct shard *sh, const struct hp_gpudb *db, const char *dir)
     return rc;
 }
 
+/* --timeline: a recorder for a push and a pull answer per wave of every client. */
+static int timeline_open(struct shard *sh, const struct hp_cluster *cl, const struct hp_options *o)
+{
+    const long samples = o->train_limit > 0 ? o->train_limit : 60000;
+    long waves = 0;
+    struct hp_tl_meta m = {.rank = sh->rank,
+                           .vw = -1,
+                           .stage = sh->index,
+                           .device = -1,
+                           .clock_offset_s = hp_tl_clock_offset_s};
+
+    for (int v = 0; v < sh->plan->nvws; v++)
+        waves += samples / sh->plan->opts.batch / sh->plan->nvws /
+                     (sh->plan->vws[v].nm > 0 ? sh->plan->vws[v].nm : 1) +
+                 2;
+    snprintf(m.role, sizeof(m.role), "shard");
+    snprintf(m.node, sizeof(m.node), "%s", cl->nodes[sh->index].name);
+    snprintf(m.gpu, sizeof(m.gpu), "-");
+    sh->tl = hp_tl_create(waves * o->epochs * 2 * (sh->nclients + 1) + 1024, &m);
+    return sh->tl ? 0 : -HP_ENOMEM;
+}
+
 int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_gpudb *db,
               const struct hp_model *model, int rank, struct hp_comm *comm,
               const struct hp_options *o, int wait_ms, int *stopped)
@@ -479,6 +509,8 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
         rc = -HP_ENOMEM;
     if (!rc && o->trace && !(sh.trace = hp_ps_trace_open(o->trace, rank)))
         rc = -HP_EIO;
+    if (!rc && o->timeline)
+        rc = timeline_open(&sh, cl, o);
     /* Shards never talk to each other, and one ends as soon as its workers are done: its exit
      * must not fail this one's receives while a worker is still to say goodbye. */
     for (int r = workers; r < plan->nranks && !rc; r++)
@@ -544,6 +576,13 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
     }
     if (hp_out_close(sh.trace, 1) && !rc)
         rc = -HP_EIO;
+    if (sh.tl) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s.%d", o->timeline, rank);
+        if (hp_tl_write(sh.tl, path) && !rc)
+            rc = -HP_EIO;
+        hp_tl_destroy(sh.tl);
+    }
     free(in);
     free(sh.off);
     free(sh.w);

@@ -26,6 +26,7 @@
 #include "plan.h"
 #include "planfile.h"
 #include "ps_shard.h"
+#include "timeline.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -250,6 +251,10 @@ static int run_role(struct rank *r)
         hp_comm_set_stop_limit(r->comm, timeout_ms);
     if (!rc)
         rc = hp_boot_wireup(r->boot, r->comm, timeout_ms);
+    if (r->o.verbose)
+        hp_log_set_level(HP_LOG_DEBUG);
+    if (!rc && r->o.timeline)
+        rc = hp_tl_sync_clock(r->comm, (int)r->rank, r->plan.nranks, timeout_ms);
     if (rc)
         return rc;
     if (r->rank >= hp_plan_first_shard(&r->plan)) {

@@ -38,6 +38,48 @@ int hp_stage_open_files(struct stage *g)
     return 0;
 }
 
+int hp_stage_timeline_open(struct stage *g)
+{
+    const struct hp_gpu *gpu = &g->cl->gpus[g->st->gpu];
+    const long waves = g->run.my_mb / g->wsp.nm + 2;
+    struct hp_tl_meta m = {.rank = g->rank,
+                           .vw = g->v,
+                           .stage = g->s,
+                           .stages = g->k,
+                           .nm = g->wsp.nm,
+                           .device = gpu->index,
+                           .clock_offset_s = hp_tl_clock_offset_s};
+
+    if (!g->o->timeline)
+        return 0;
+    snprintf(m.role, sizeof(m.role), "%s", g->dp ? "replica" : "worker");
+    snprintf(m.node, sizeof(m.node), "%s", g->cl->nodes[gpu->node].name);
+    snprintf(m.gpu, sizeof(m.gpu), "%s", g->type_name);
+    /* per minibatch: forward, backward, update, a send and a receive each way, an allreduce;
+     * per wave a push and a pull; evaluations and checkpoints */
+    g->tl = hp_tl_create((g->run.my_mb * 8 + waves * 2 + 1024) * g->o->epochs, &m);
+    return g->tl ? 0 : -HP_ENOMEM;
+}
+
+int hp_stage_timeline_close(struct stage *g)
+{
+    char path[4096];
+    int rc = 0;
+
+    if (!g->tl)
+        return 0;
+    if ((size_t)snprintf(path, sizeof(path), "%s.%d", g->o->timeline, g->rank) >= sizeof(path)) {
+        hp_error("--timeline: the path '%s.%d' is too long", g->o->timeline, g->rank);
+        rc = -HP_EINVAL;
+    } else {
+        rc = hp_tl_write(g->tl, path);
+    }
+    if (g->tl->dropped)
+        hp_warn("timeline: %ld events not recorded (the buffer of %ld was full)", g->tl->dropped,
+                g->tl->cap);
+    return rc;
+}
+
 /* This stage's real compute per minibatch over its VW's planned time per minibatch at the
  * emulation scale (1 when off): below 1 the emulated pace, not this CPU, sets the VW's rate;
  * at scale 1 it is the smallest scale at which that holds. */
@@ -86,6 +128,45 @@ int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r
     return hp_out_close(f, 1) ? -HP_EIO : 0;
 }
 
+void hp_stage_progress_clear(struct stage *g)
+{
+    if (!g->run.line_open)
+        return;
+    fputs("\r\033[K", stdout);
+    fflush(stdout);
+    g->run.line_open = 0;
+}
+
+void hp_stage_progress(struct stage *g, int epoch, long nb, double loss, double acc, double ips,
+                       int due)
+{
+    const struct hp_options *o = g->o;
+    const double now = hp_now_s(), elapsed = now - g->run.t_start - g->run.job_paused_s;
+
+    if (o->quiet || (!g->run.tty && !due) || (g->run.tty && now - g->run.drawn_t < 0.25))
+        return;
+    if (g->run.tty) {
+        /* this run's share of the job done so far, and the time the rest takes at its pace */
+        const double total = (double)o->epochs * g->run.my_mb;
+        const double start = (double)g->ck.epoch0 * g->run.my_mb + g->ck.nb0;
+        const double done = (double)epoch * g->run.my_mb + nb - start;
+        const double eta = done > 0 ? elapsed * (total - start - done) / done : 0.0;
+        fputs("\r\033[K", stdout);
+        printf("epoch %d/%ld step %ld/%ld loss %.4f acc %.2f%% %.0f img/s", epoch + 1, o->epochs,
+               nb, g->run.my_mb, loss, 100.0 * acc, ips);
+        hp_wsp_print_clocks(g, elapsed);
+        printf(" | ETA %ld:%02ld", (long)eta / 60, (long)eta % 60);
+        g->run.line_open = 1;
+        g->run.drawn_t = now;
+    } else {
+        printf("epoch %d/%ld step %ld/%ld loss %.4f acc %.2f%% %.0f img/s", epoch + 1, o->epochs,
+               nb, g->run.my_mb, loss, 100.0 * acc, ips);
+        hp_wsp_print_clocks(g, elapsed);
+        putchar('\n');
+    }
+    fflush(stdout);
+}
+
 /* The first line of stage 0 of VW 0: what this job trains, and how. */
 void hp_stage_print_start(const struct stage *g)
 {
@@ -115,13 +196,14 @@ void hp_stage_print_start(const struct stage *g)
 
 /* The summary of stage 0 of VW 0: where --stop-at stopped, this VW's images/s against the
  * plan's prediction, the job's, the parameter hash. */
-void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *res)
+void hp_stage_print_end(struct stage *g, const struct hp_worker_result *res)
 {
     const struct hp_options *o = g->o;
     const double pred = hp_stage_planned_rate(g) / (o->emulate > 0 ? o->emulate : 1.0);
 
     if (!g->run.reporter)
         return;
+    hp_stage_progress_clear(g);
     if (g->ck.stopped)
         printf("hetpipe: stopped on request (a signal) after checkpoint %ld; resume with "
                "--resume auto\n",

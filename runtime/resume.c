@@ -322,6 +322,7 @@ static int collect(struct stage *g, long seq, const char *dir, long epoch, long 
     }
     if (!rc && bad < 0) {
         uint64_t total = 0;
+        hp_stage_progress_clear(g);
         for (int i = 0; i < ci.nfiles; i++)
             total += ci.bytes[i];
         printf("checkpoint %ld: epoch %ld, minibatch %ld of %ld, %ld samples: %d files, %.1f MB "

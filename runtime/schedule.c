@@ -36,12 +36,16 @@ int hp_stage_recv(struct stage *g, int peer, int type, struct hp_msg_buf *b, lon
     int rc = hp_comm_recv_buf(g->comm, peer, type, b, g->long_wait_ms);
     const struct hp_msg_header *h = hp_msg_buf_header(b);
 
-    g->time.comm_s += hp_now_s() - t0;
+    const double t1 = hp_now_s();
+    g->time.comm_s += t1 - t0;
     if (rc) {
         hp_error("vw %d stage %d: waiting for %s %ld from rank %d failed: %s", g->v, g->s, what, mb,
                  peer, hp_strerror(rc));
         return rc;
     }
+    if (type == HP_MSG_ACTIVATION || type == HP_MSG_GRADIENT)
+        hp_tl_add(g->tl, type == HP_MSG_ACTIVATION ? HP_TL_RECV_ACT : HP_TL_RECV_GRAD, t0, t1,
+                  g->wsp.pbase + mb, peer, (int64_t)bytes, -1);
     if (h->vw != g->v || h->minibatch != mb || h->payload_bytes != bytes) {
         hp_error("vw %d stage %d: protocol error: expected %s %ld of vw %d (%zu bytes) from rank "
                  "%d, got minibatch %" PRId64 " of vw %d (%" PRIu64 " bytes)",
@@ -76,12 +80,16 @@ int hp_stage_send(struct stage *g, int peer, int type, struct hp_msg_buf *b, lon
     const double t0 = hp_now_s();
     int rc = hp_comm_send_start(g->comm, peer, &h, b);
 
-    if (rc)
+    if (rc) {
         hp_error("vw %d stage %d: sending minibatch %ld to rank %d failed: %s", g->v, g->s, mb,
                  peer, hp_strerror(rc));
-    else
-        hp_stage_pad(g, t0, emulated);
-    return rc;
+        return rc;
+    }
+    hp_stage_pad(g, t0, emulated);
+    if (type == HP_MSG_ACTIVATION || type == HP_MSG_GRADIENT)
+        hp_tl_add(g->tl, type == HP_MSG_ACTIVATION ? HP_TL_SEND_ACT : HP_TL_SEND_GRAD, t0,
+                  hp_now_s(), g->wsp.pbase + mb, peer, (int64_t)bytes, -1);
+    return 0;
 }
 
 /* Learning rate of global step `step` of `total`, as hetpipe train. With V > 1 virtual
@@ -176,6 +184,7 @@ int hp_stage_forward(struct stage *g, long j, long nb, long m_global, long step)
     if (rc)
         return rc;
     hp_stage_pad(g, t0, g->emu.fwd_cost);
+    hp_tl_add(g->tl, HP_TL_FWD, t0, hp_now_s(), q, -1, 0, q / g->wsp.nm);
 
     if (g->link.next >= 0) {
         struct hp_msg_buf *b;
@@ -239,6 +248,8 @@ int hp_stage_backward(struct stage *g, long j, long nf, long step, long total, d
     if (rc)
         return rc;
     hp_stage_pad(g, t0, g->emu.bwd_cost);
+    hp_tl_add(g->tl, HP_TL_BWD, t0, hp_now_s(), g->wsp.pbase + j, -1, 0,
+              (g->wsp.pbase + j) / g->wsp.nm);
 
     if (g->link.prev >= 0) {
         struct hp_msg_buf *b;
@@ -263,6 +274,7 @@ int hp_stage_backward(struct stage *g, long j, long nf, long step, long total, d
         rc = hp_net_sgd(g->net, lr_at(g, step, total), g->o->momentum, g->o->weight_decay);
         if (!rc)
             rc = hp_stage_sync_compute(g, t1);
+        hp_tl_add(g->tl, HP_TL_UPDATE, t1, hp_now_s(), g->wsp.pbase + j, -1, 0, -1);
     }
     g->sched.nupd++;
     g->sched.wver++;
@@ -356,6 +368,8 @@ int hp_stage_setup(struct stage *g)
 
 void hp_stage_teardown(struct stage *g)
 {
+    hp_tl_destroy(g->tl);
+    g->tl = NULL;
     hp_ps_client_destroy(g->comm, g->wsp.ps);
     (void)hp_out_close(g->wsp.trace, 1);
     hp_allreduce_destroy(g->comm, g->dpar.ar);

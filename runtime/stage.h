@@ -19,6 +19,7 @@
 #include "pipeline.h"
 #include "ckpt.h"
 #include "ps_client.h"
+#include "timeline.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -78,15 +79,15 @@ struct stage_data {
 
 /* Checkpoints (resume.c, ckpt.h). */
 struct stage_ckpt {
-    long every_samples;  /* --checkpoint-every N samples (0: none) */
-    double every_s;      /* --checkpoint-every in time (0: none) */
-    long ck;             /* job points every ck of the VW's minibatches (0: only evaluations) */
-    double last_t;       /* reporter: when the last checkpoint (or this run) began */
-    long seq;            /* the number of the last checkpoint taken or resumed from */
-    long epoch0, nb0;    /* where this run starts: epoch, the VW's minibatches into it */
-    long q0;             /* WSP: the VW minibatch the waves count from (0, or a re-plan's start) */
-    int stopped;         /* this run checkpointed and stopped on request */
-    int exact;           /* resumed under the same plan */
+    long every_samples; /* --checkpoint-every N samples (0: none) */
+    double every_s;     /* --checkpoint-every in time (0: none) */
+    long ck;            /* job points every ck of the VW's minibatches (0: only evaluations) */
+    double last_t;      /* reporter: when the last checkpoint (or this run) began */
+    long seq;           /* the number of the last checkpoint taken or resumed from */
+    long epoch0, nb0;   /* where this run starts: epoch, the VW's minibatches into it */
+    long q0;            /* WSP: the VW minibatch the waves count from (0, or a re-plan's start) */
+    int stopped;        /* this run checkpointed and stopped on request */
+    int exact;          /* resumed under the same plan */
 };
 
 struct stage_logs {
@@ -105,19 +106,22 @@ struct stage_time {
 
 /* The training run's counters (pipeline.c). */
 struct stage_run {
-    int ntrain;             /* training samples used */
-    long total_mb;          /* minibatches of the training set per epoch */
-    long my_mb;             /* this VW's (replica's) share of them */
-    long total_steps;       /* steps of the learning-rate schedule */
-    long ek;                /* VW 0 evaluates every ek of its minibatches (0: epoch ends) */
-    long nevals;            /* evaluation points passed */
-    long npoints;           /* job points passed (every worker counts the same ones) */
-    double t_start;         /* training start: every worker begins together (start_point) */
-    double eval_s;          /* this stage's seconds at evaluation points: drained, waiting */
-    double job_paused_s;    /* reporter: seconds in which every worker was paused for them */
-    double job_s;           /* reporter, at the end: the job's training seconds */
-    int stop;               /* --stop-at reached */
-    int reporter;           /* stage 0 of VW 0: progress lines and metrics */
+    int ntrain;          /* training samples used */
+    long total_mb;       /* minibatches of the training set per epoch */
+    long my_mb;          /* this VW's (replica's) share of them */
+    long total_steps;    /* steps of the learning-rate schedule */
+    long ek;             /* VW 0 evaluates every ek of its minibatches (0: epoch ends) */
+    long nevals;         /* evaluation points passed */
+    long npoints;        /* job points passed (every worker counts the same ones) */
+    double t_start;      /* training start: every worker begins together (start_point) */
+    double eval_s;       /* this stage's seconds at evaluation points: drained, waiting */
+    double job_paused_s; /* reporter: seconds in which every worker was paused for them */
+    double job_s;        /* reporter, at the end: the job's training seconds */
+    int stop;            /* --stop-at reached */
+    int reporter;        /* stage 0 of VW 0: progress lines and metrics */
+    int tty;             /* reporter: progress as one updating line on a terminal */
+    int line_open;       /* that line is on the terminal (cleared before other output) */
+    double drawn_t;      /* when it was last drawn */
 };
 
 struct stage {
@@ -148,6 +152,7 @@ struct stage {
     struct stage_time time;
     struct stage_run run;
     struct stage_ckpt ck;
+    struct hp_timeline *tl; /* --timeline: this rank's recorder (NULL: none) */
 };
 
 /* schedule.c */
@@ -208,8 +213,18 @@ double hp_stage_planned_rate(const struct stage *g);
 
 /* report.c */
 int hp_stage_open_files(struct stage *g);
+/* --timeline: the recorder (sized for the run), and its part file PREFIX.<rank> written. */
+int hp_stage_timeline_open(struct stage *g);
+int hp_stage_timeline_close(struct stage *g);
 int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r);
 void hp_stage_print_start(const struct stage *g);
-void hp_stage_print_end(const struct stage *g, const struct hp_worker_result *res);
+/* The reporter's progress after minibatch nb of `epoch`: on a terminal one line redrawn at
+ * most 4 times a second (epoch, step, loss, accuracy, images/s, the VWs' clocks, an ETA), else
+ * a plain line every --log-every steps (`due`); none with --quiet. */
+void hp_stage_progress(struct stage *g, int epoch, long nb, double loss, double acc, double ips,
+                       int due);
+/* Clear the updating line before other output. */
+void hp_stage_progress_clear(struct stage *g);
+void hp_stage_print_end(struct stage *g, const struct hp_worker_result *res);
 
 #endif

@@ -56,11 +56,14 @@ int hp_wsp_gate(struct stage *g, long q, long first, long end)
     if (!rc && g->nparams)
         rc = g->be->ops->download(g->be, g->hparams, hp_net_params(g->net),
                                   g->nparams * sizeof(float));
+    const double t1 = hp_now_s();
     if (!rc)
         rc = hp_ps_pull(g->wsp.ps, g->wsp.thr, C);
     g->time.comm_s += hp_now_s() - t0;
     if (rc)
         return rc;
+    /* the pull: until the VWs behind have pushed wave C - 1 - D, and the weights' transfer */
+    hp_tl_add(g->tl, HP_TL_WSP_WAIT, t1, hp_now_s(), q, -1, 0, C);
     hp_ps_rebase(g->wsp.ps, g->hparams);
     if (g->nparams)
         rc = g->be->ops->upload(g->be, hp_net_params(g->net), g->hparams,
@@ -81,6 +84,8 @@ int hp_wsp_push(struct stage *g, long wave)
     if (!rc)
         rc = hp_ps_push(g->wsp.ps, g->hparams, wave);
     g->time.comm_s += hp_now_s() - t0;
+    hp_tl_add(g->tl, HP_TL_PUSH, t0, hp_now_s(), -1, -1, (int64_t)(g->nparams * sizeof(float)),
+              wave);
     g->wsp.unpushed = 0;
     return rc;
 }
@@ -105,6 +110,7 @@ int hp_dp_allreduce(struct stage *g, long step)
     rc = g->be->ops->upload(g->be, hp_net_grads(g->net), g->dpar.hgrad, bytes);
     g->time.comm_s += hp_now_s() - t0;
     hp_stage_pad(g, t0, g->dpar.ar_cost);
+    hp_tl_add(g->tl, HP_TL_ALLREDUCE, t0, hp_now_s(), step, -1, (int64_t)bytes, -1);
     return rc;
 }
 

@@ -78,7 +78,17 @@ type_of() {
 
 @test "sbatch -N4 --gpus-per-node=1 --hetpipe-policy=ed --hetpipe-placement=local trains the CNN (short run)" {
     submit -N4 --gpus-per-node=1 --hetpipe-policy=ed --hetpipe-placement=local \
+        --hetpipe-timeline="$BATS_TEST_TMPDIR/t.json" \
         "$ROOT/jobs/cnn-ed-local.sbatch" --train-limit 30000 --test-limit 2000
+    [ "$status" -eq 0 ]
+    # the ranks' timelines in the job directory, merged after the job: a 4-stage pipeline
+    grep -q "launch: the ranks' timelines go to .*/hetpipe-$job/timeline.RANK" "$out"
+    run "$HETPIPE" timeline "hetpipe-$job" --out "$BATS_TEST_TMPDIR/t.json"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -q "of 8 ranks in $BATS_TEST_TMPDIR/t.json"
+    run python3 "$ROOT/tests/timeline_check.py" "$BATS_TEST_TMPDIR/t.json" "hetpipe-$job" --pipeline
+    echo "$output"
     [ "$status" -eq 0 ]
     grep -q "policy ed," "$out"
     grep -q "placement local," "$out"

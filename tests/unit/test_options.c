@@ -34,15 +34,32 @@ static int chk(enum hp_opt o, const char *value, const struct hp_optlimits *l)
 
 START_TEST(table_names_and_env)
 {
-    static const char *const names[] = {
-        "policy",         "placement",        "staleness",       "nm",     "model", "batch",
-        "epochs",         "checkpoint-dir",   "checkpoint-every", "checkpoint-keep",
-        "resume",         "dry-run"};
-    static const char *const envs[] = {
-        "HETPIPE_POLICY",           "HETPIPE_PLACEMENT",        "HETPIPE_STALENESS",
-        "HETPIPE_NM",               "HETPIPE_MODEL",            "HETPIPE_BATCH",
-        "HETPIPE_EPOCHS",           "HETPIPE_CHECKPOINT_DIR",   "HETPIPE_CHECKPOINT_EVERY",
-        "HETPIPE_CHECKPOINT_KEEP",  "HETPIPE_RESUME",           "HETPIPE_DRY_RUN"};
+    static const char *const names[] = {"policy",
+                                        "placement",
+                                        "staleness",
+                                        "nm",
+                                        "model",
+                                        "batch",
+                                        "epochs",
+                                        "checkpoint-dir",
+                                        "checkpoint-every",
+                                        "checkpoint-keep",
+                                        "resume",
+                                        "timeline",
+                                        "dry-run"};
+    static const char *const envs[] = {"HETPIPE_POLICY",
+                                       "HETPIPE_PLACEMENT",
+                                       "HETPIPE_STALENESS",
+                                       "HETPIPE_NM",
+                                       "HETPIPE_MODEL",
+                                       "HETPIPE_BATCH",
+                                       "HETPIPE_EPOCHS",
+                                       "HETPIPE_CHECKPOINT_DIR",
+                                       "HETPIPE_CHECKPOINT_EVERY",
+                                       "HETPIPE_CHECKPOINT_KEEP",
+                                       "HETPIPE_RESUME",
+                                       "HETPIPE_TIMELINE",
+                                       "HETPIPE_DRY_RUN"};
 
     for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
         ck_assert_str_eq(hp_opts[o].flag, names[o]);
