@@ -1,8 +1,9 @@
 /* cmd_launch.c - `hetpipe launch`: inside a Slurm allocation (an sbatch script or salloc), learn
  * from slurmctld which typed GPUs the job holds on which nodes (slurm.h), plan for them in
  * process (planjob.h), write the plan, the cluster description, a binding file (task -> role,
- * node, GPU) and a host file into a job-private directory, and exec `srun --mpi=pmix` with
- * one task per planned GPU on its node plus the parameter-server shards (layout.h).
+ * node, GPU) and a host file into a job-private directory, and run `srun --mpi=pmix` with
+ * one task per planned GPU on its node plus the parameter-server shards (layout.h); at its
+ * end the merged timeline and the report (jobreport.h) into that directory.
  *
  * Options: the command line, else the HETPIPE_* variables the --hetpipe-* options of
  * sbatch/salloc/srun set, else the table's defaults (common/options.h).
@@ -11,6 +12,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "error.h"
+#include "jobreport.h"
 #include "layout.h"
 #include "log.h"
 #include "parse.h"
@@ -19,11 +21,14 @@
 #include "proc.h"
 #include "rundir.h"
 #include "slurm.h"
+#include "tlmerge.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_ARGS 256
@@ -171,15 +176,107 @@ static int srun_args(struct launch *l)
     if (l->o.timeline) {
         l->av[l->ac++] = "--timeline";
         l->av[l->ac++] = hp_keep("%s/timeline", l->dir);
-        printf("launch: the ranks' timelines go to %s/timeline.RANK; once the job has ended, "
-               "'hetpipe timeline %s --out %s' merges them (hetpipe launch hands over to srun)\n",
-               l->dir, l->dir, l->o.timeline);
+        printf("launch: the ranks' timelines go to %s/timeline.RANK, merged into %s when the "
+               "job ends\n",
+               l->dir, l->o.timeline);
     }
     return hp_cli_rank_args(&l->o, HP_CMD_LAUNCH, l->av, &l->ac, MAX_ARGS - 1, l->store,
                             sizeof(l->store));
 }
 
-static void exec_srun(struct launch *l)
+/* srun's pid while it runs, and a signal to pass on to it (see forward). */
+static volatile pid_t srun_pid;
+static volatile sig_atomic_t pending_sig, pending_from;
+
+static void on_signal(int sig, siginfo_t *si, void *ctx)
+{
+    (void)ctx;
+    /* from the terminal (the whole foreground process group, srun included) or the kernel:
+     * srun has it already */
+    if (si->si_code != SI_USER && si->si_code != SI_QUEUE)
+        return;
+    pending_from = si->si_pid;
+    pending_sig = sig;
+}
+
+/* A signal sent to hetpipe launch by a process: passed on to srun unless it came from
+ * slurmstepd or slurmd, which signal every process of the step (srun too), or from srun. */
+static void forward(void)
+{
+    char path[64], comm[32] = "";
+    const int sig = pending_sig;
+    const pid_t from = pending_from;
+    FILE *f;
+
+    pending_sig = 0;
+    snprintf(path, sizeof(path), "/proc/%ld/comm", (long)from);
+    if ((f = fopen(path, "r"))) {
+        if (!fgets(comm, sizeof(comm), f))
+            comm[0] = '\0';
+        fclose(f);
+    }
+    comm[strcspn(comm, "\n")] = '\0';
+    if (from == srun_pid || strcmp(comm, "slurmstepd") == 0 || strcmp(comm, "slurmd") == 0)
+        return;
+    printf("launch: signal %d (%s) from process %ld: passed on to srun\n", sig, strsignal(sig),
+           (long)from);
+    fflush(stdout);
+    kill(srun_pid, sig);
+}
+
+/* Run srun and wait for it (signals to us passed on); at its end the timeline and the
+ * report of the job into its directory. The exit status: srun's, 128 + the signal that
+ * killed it. */
+static int run_srun(struct launch *l)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT};
+    struct sigaction sa = {0};
+    int status = 0;
+
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        sigaction(sigs[i], &sa, NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        hp_error("launch: cannot fork srun: %s", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        sa.sa_handler = SIG_DFL;
+        sa.sa_flags = 0;
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+            sigaction(sigs[i], &sa, NULL);
+        execvp(l->av[0], (char *const *)l->av);
+        hp_error("launch: cannot execute '%s': %s (is Slurm's srun on PATH? or give --srun)",
+                 l->av[0], strerror(errno));
+        _exit(127);
+    }
+    srun_pid = pid;
+    for (;;) {
+        if (pending_sig)
+            forward();
+        const pid_t w = waitpid(pid, &status, 0);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            hp_error("launch: waiting for srun: %s", strerror(errno));
+            return 1;
+        }
+    }
+    srun_pid = 0;
+    fflush(stdout);
+    if (l->o.timeline)
+        hp_tl_merge(hp_keep("%s/timeline", l->dir), l->job.plan.nranks, l->o.timeline);
+    if (hp_report_write(l->dir, NULL, 0, NULL, l->job.config) == 0)
+        printf("launch: the job's report: %s/report.html\n", l->dir);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static void print_srun(struct launch *l)
 {
     setenv("HETPIPE_BINDING", l->bind_path, 1);
     setenv("HETPIPE_RUN_DIR", l->dir, 1);
@@ -192,9 +289,6 @@ static void exec_srun(struct launch *l)
     printf("\n");
     fflush(stdout);
     fflush(stderr);
-    execvp(l->av[0], (char *const *)l->av);
-    hp_error("launch: cannot execute '%s': %s (is Slurm's srun on PATH? or give --srun)", l->av[0],
-             strerror(errno));
 }
 
 /* Checkpoints: --checkpoint-every without --checkpoint-dir writes them to
@@ -250,8 +344,8 @@ static int launch(struct launch *l)
     }
     if (checkpoints(l) || write_files(l) || srun_args(l))
         return 1;
-    exec_srun(l);
-    return 1;
+    print_srun(l);
+    return run_srun(l);
 }
 
 int hp_cmd_launch(int argc, char **argv)

@@ -81,8 +81,12 @@ type_of() {
         --hetpipe-timeline="$BATS_TEST_TMPDIR/t.json" \
         "$ROOT/jobs/cnn-ed-local.sbatch" --train-limit 30000 --test-limit 2000
     [ "$status" -eq 0 ]
-    # the ranks' timelines in the job directory, merged after the job: a 4-stage pipeline
+    # the ranks' timelines in the job directory, merged by launch at the end (a 4-stage
+    # pipeline), and the job's report
     grep -q "launch: the ranks' timelines go to .*/hetpipe-$job/timeline.RANK" "$out"
+    grep -q "^timeline: .* of 8 ranks in $BATS_TEST_TMPDIR/t.json" "$out"
+    grep -q "^launch: the job's report: .*/hetpipe-$job/report.html" "$out"
+    grep -q "<svg" "hetpipe-$job/report.html"
     run "$HETPIPE" timeline "hetpipe-$job" --out "$BATS_TEST_TMPDIR/t.json"
     echo "$output"
     [ "$status" -eq 0 ]
@@ -335,4 +339,40 @@ type_of() {
     [ "$(echo "$line" | grep -o 'node[1-4] ' | wc -l)" -eq 2 ]
     [[ "$output" == *"5 GPU"* || "$output" == *"(2 nodes, 5 GPUs)"* ]]
     [[ "$output" =~ epoch\ 1/1\ test\ loss\ [0-9.]+\ accuracy ]]
+}
+
+@test "a signal sent to hetpipe launch itself is passed on to srun: the job ends within 10 s, with its report" {
+    run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
+        "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
+    [ "$status" -eq 0 ]
+    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
+    out="job-$job.out"
+    i=0
+    until grep -q "^epoch 1/50 step" "$out" 2> /dev/null; do
+        [ $i -lt 600 ] || { cat "$out"; false; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+    # hetpipe launch is srun's parent
+    srun_pid=$(pgrep -f "srun .*hetpipe-$job/" | head -1)
+    [ -n "$srun_pid" ]
+    launch_pid=$(ps -o ppid= -p "$srun_pid" | tr -d ' ')
+    grep -q launch "/proc/$launch_pid/cmdline"
+    t0=$(date +%s%N)
+    kill -TERM "$launch_pid"
+    i=0
+    while pgrep -f "hetpipe-$job/" > /dev/null || kill -0 "$launch_pid" 2> /dev/null; do
+        if [ $i -ge 100 ]; then
+            pgrep -af "hetpipe-$job/"
+            cat "$out"
+            false
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    echo "# SIGTERM to hetpipe launch: no process of job $job left after $ms ms" >&3
+    cat "$out"
+    grep -q "^launch: signal 15 (Terminated) from process [0-9]*: passed on to srun" "$out"
+    grep -q "^launch: the job's report: .*/hetpipe-$job/report.html" "$out"
 }
