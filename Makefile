@@ -265,7 +265,7 @@ FUZZ_LIB_SRCS := $(COMMON_SRCS) $(sort $(filter-out runtime/backend_cuda_none.c,
                  runtime/backend_cuda_none.c) launcher/slurm.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_LIB      := $(FUZZ_BUILD)/libhp_fuzz.a
-FUZZ_NAMES    := siteconf model cluster plan binding address msgheader options gres manifest \
+FUZZ_NAMES    := siteconf model cluster plan binding address msgheader options gres manifest timeline \
                  $(if $(filter 1,$(HAVE_SPANK)),plugstack)
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_LINK     := $(FUZZ_LIB) $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -lz -lpthread $(COMMON_LIBS)

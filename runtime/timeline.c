@@ -222,8 +222,12 @@ static int str_of(struct reader *r, const char *key, char *out, size_t n)
 
     if (!v)
         return -HP_EDATA;
-    if (!*v || strlen(v) >= n) {
-        hp_error("%s: line %ld: %s must have 1 to %zu characters", r->path, r->lineno, key, n - 1);
+    int printable = 1;
+    for (const char *c = v; *c; c++)
+        printable &= (unsigned char)*c >= ' ' && *c != 0x7f;
+    if (!*v || strlen(v) >= n || !printable) {
+        hp_error("%s: line %ld: %s must have 1 to %zu characters, none a control character",
+                 r->path, r->lineno, key, n - 1);
         return -HP_EDATA;
     }
     snprintf(out, n, "%s", v);
@@ -281,8 +285,10 @@ static int read_event(struct reader *r, struct hp_tl_event *e)
             e->kind = k;
     if (e->kind < 0)
         return bad(r, "unknown event kind '%s'", kind);
-    if (!(e->t1 >= e->t0) || peer < -1 || bytes < 0)
-        return bad(r, "an event that ends before it starts, or a bad peer or byte count");
+    /* times are seconds of a clock since boot: 10^12 s is 30,000 years */
+    if (!(e->t1 >= e->t0) || !(e->t0 > -1e12) || !(e->t1 < 1e12) || peer < -1 || bytes < 0)
+        return bad(r, "an event that ends before it starts, a time beyond 10^12 s, or a bad "
+                      "peer or byte count");
     e->mb = mb;
     e->bytes = bytes;
     e->peer = peer;

@@ -14,7 +14,7 @@ FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 SECONDS_EACH=${CAMPAIGN_SECONDS:-600}
 LOGDIR=${LOGDIR:-/tmp/fuzzlogs}
 TABLE=tests/fuzz/campaign.md
-ORDER="siteconf model cluster plan binding address msgheader options plugstack gres manifest"
+ORDER="siteconf model cluster plan binding address msgheader options plugstack gres manifest timeline"
 mkdir -p "$LOGDIR"
 [ $# -gt 0 ] || set -- $(for n in $ORDER; do [ -x "$FUZZ_BUILD/fuzz_$n" ] && echo "$n"; done)
 

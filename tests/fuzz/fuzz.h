@@ -37,9 +37,10 @@ static inline void fuzz_report(void)
 /* Remove the scratch directory's files, then the directory (at exit). */
 static inline void fuzz_cleanup(void)
 {
-    static const char *const names[] = {"input",       "hetpipe.conf", "model.ini", "cluster.ini",
-                                        "plan.ini",    "binding",      "manifest",  "plan.ini.ck",
-                                        "rank-0.part", "rank-1.part",  "addr.0",    NULL};
+    static const char *const names[] = {
+        "input",   "hetpipe.conf", "model.ini",   "cluster.ini", "plan.ini",
+        "binding", "manifest",     "plan.ini.ck", "rank-0.part", "rank-1.part",
+        "addr.0",  "timeline.0",   "timeline.1",  NULL};
     char path[512];
 
     if (!fuzz_dir[0])
