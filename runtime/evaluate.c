@@ -126,7 +126,9 @@ static int evaluate(struct stage *g, int final, double *loss, double *acc)
     if (global) {
         for (int x = 0; x < g->nvws; x++)
             g->wsp.thr[x] = final ? g->wsp.final_waves[x] : 0;
+        const double t0 = hp_now_s();
         rc = hp_ps_pull(g->wsp.ps, g->wsp.thr, -1);
+        hp_tl_add(g->tl, HP_TL_PULL, t0, hp_now_s(), -1, -1, (int64_t)bytes, -1);
         if (!rc && g->nparams)
             rc = g->be->ops->download(g->be, g->wsp.hsave, hp_net_params(g->net), bytes);
         if (!rc && g->nparams)

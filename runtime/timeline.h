@@ -28,7 +28,8 @@
  *   update            the SGD step after a backward pass
  *   send_act, send_grad   an activation / a gradient to `peer` (posting and the emulated
  *                     transfer time); recv_act, recv_grad: the wait for one from `peer`
- *   push, pull        a worker's push of wave `wave`; its pull of the global weights
+ *   push, pull        a worker's push of wave `wave`; its pull of the global weights to
+ *                     evaluate on (VW 0)
  *   wsp_wait          the WSP gate: waiting for the VWs behind before minibatch mb
  *   allreduce         dp: the ring allreduce after minibatch mb
  *   eval              an evaluation pass (wave = the epoch)
