@@ -108,7 +108,7 @@ mode() {
     run env MANWIDTH=100 man -l "$D/usr/local/share/man/man1/hetpipe.1"
     [ "$status" -eq 0 ]
     [[ "$output" == *"HETPIPE(1)"* ]]
-    for c in train model time plan profile "run --local" launch doctor report version; do
+    for c in train model time plan profile "run --local" launch doctor report timeline version; do
         [[ "$output" == *"hetpipe $c"* ]]
     done
     [[ "$output" == *"HETPIPE_STALENESS"* ]]
