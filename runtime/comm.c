@@ -25,8 +25,9 @@
 #define DATA_MIN_MS 250            /* a probed message's data: at least this long, */
 #define DATA_MIN_BYTES_PER_MS 50e3 /* and the time its bytes take at 50 MB/s */
 #define LIVENESS_MS 100
-#define SPIN_S 100e-6 /* a wait polls this long before it sleeps on the worker's event fd */
-#define NAP_MS 10     /* the longest such sleep: deadlines and liveness are checked after it */
+#define DRAIN_ROUNDS 10000 /* worker progress rounds before a failed peer is reported */
+#define SPIN_S 100e-6      /* a wait polls this long before it sleeps on the worker's event fd */
+#define NAP_MS 10          /* the longest such sleep: deadlines and liveness are checked after it */
 
 /* What a rank publishes ahead of its UCP worker address (hp_comm_address): where it runs. UCX
  * 1.13's shared-memory transports (sysv, posix, cma) cannot report a peer's failure, so an
@@ -236,6 +237,15 @@ void hp_comm_set_stop_limit(struct hp_comm *comm, int ms)
 
 /* As wait_request, but UCS_ERR_CONNECTION_RESET as soon as `peer` fails; with
  * HP_COMM_ANY_PEER, as soon as any connected peer fails (*failed says which). */
+/* Progress the worker until it has nothing more to do (at most DRAIN_ROUNDS rounds): what a
+ * peer that has just exited sent before it went (its sends flushed) may still wait in this
+ * process's socket buffers or shared memory, and counts. */
+static void drain(struct hp_comm *comm)
+{
+    for (int i = 0; i < DRAIN_ROUNDS && ucp_worker_progress(comm->worker) != 0; i++)
+        ;
+}
+
 static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t deadline, int peer,
                                       int *failed)
 {
@@ -250,6 +260,9 @@ static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t d
         for (int i = peer >= 0 ? peer : 0; i < (peer >= 0 ? peer + 1 : comm->nranks); i++)
             if (i != comm->rank && (peer >= 0 || !comm->peers[i].retired) &&
                 peer_failed(comm, i, now)) {
+                drain(comm);
+                if ((status = ucp_request_check_status(req)) != UCS_INPROGRESS)
+                    return status;
                 *failed = i;
                 return UCS_ERR_CONNECTION_RESET;
             }
@@ -652,6 +665,9 @@ static ucs_status_t wait_probe(struct hp_comm *comm, ucp_tag_t tag, ucp_tag_t ma
             return UCS_INPROGRESS;
         for (int i = 0; i < comm->nranks; i++)
             if (i != comm->rank && !comm->peers[i].retired && peer_failed(comm, i, now)) {
+                drain(comm);
+                if ((*msg = ucp_tag_probe_nb(comm->worker, tag, mask, 1, info)) != NULL)
+                    return UCS_OK;
                 *failed = i;
                 return UCS_ERR_CONNECTION_RESET;
             }
