@@ -60,7 +60,7 @@ EOF
 
 @test "timeline: under WSP (D = 0) the VWs of faster emulated GPUs wait for the slowest one" {
     run "$HETPIPE" run --local --cluster local4 --policy ed --staleness 0 --epochs 1 \
-        --train-limit 6000 --test-limit 500 --run-dir "$TMP/run" --timeline "$TMP/t.json"
+        --train-limit 4000 --test-limit 500 --run-dir "$TMP/run" --timeline "$TMP/t.json"
     echo "$output" | tail -3
     [ "$status" -eq 0 ]
     run python3 tests/timeline_check.py "$TMP/t.json" "$TMP/run" --wsp-waits
@@ -88,21 +88,21 @@ EOF
 
 @test "progress: one updating line on a terminal (clocks, ETA), plain lines with --verbose (and without a terminal: every other test), none with --quiet" {
     command -v script > /dev/null || skip "no script(1) to give the run a terminal"
-    args="run --local --cluster local4 --policy ed --epochs 1 --train-limit 4000 --test-limit 100 --emulate 30 --log-every 5"
+    args="run --local --cluster local4 --policy ed --epochs 1 --train-limit 2560 --test-limit 100 --emulate 5 --log-every 5"
     # shellcheck disable=SC2086
     script -qfc "$HETPIPE $args --run-dir $TMP/a" /dev/null > "$TMP/tty" 2>&1
-    grep -a -q "$(printf '\r\033\\[K')epoch 1/1 step [0-9]*/15 loss .* img/s | clocks .* | ETA [0-9]*:[0-9][0-9]" "$TMP/tty"
-    ! grep -a -q "^epoch 1/1 step 5/15 loss" "$TMP/tty"
+    grep -a -q "$(printf '\r\033\\[K')epoch 1/1 step [0-9]*/10 loss .* img/s | clocks .* | ETA [0-9]*:[0-9][0-9]" "$TMP/tty"
+    ! grep -a -q "^epoch 1/1 step 5/10 loss" "$TMP/tty"
     # evaluations on a line of their own: the updating line cleared first
     grep -a -q "$(printf '\033\\[K')epoch 1/1 test loss .* accuracy [0-9.]*%.\$" "$TMP/tty"
     # shellcheck disable=SC2086
     script -qfc "$HETPIPE $args --verbose --run-dir $TMP/b" /dev/null > "$TMP/verbose" 2>&1
-    grep -a -q "^epoch 1/1 step 5/15 loss .* img/s | clocks" "$TMP/verbose"
+    grep -a -q "^epoch 1/1 step 5/10 loss .* img/s | clocks" "$TMP/verbose"
     ! grep -a -q "ETA" "$TMP/verbose"
     # shellcheck disable=SC2086
     run $HETPIPE $args --quiet --run-dir "$TMP/d"
     [ "$status" -eq 0 ]
-    ! echo "$output" | grep -q "step 10/15\|^VW 0"
+    ! echo "$output" | grep -q "step 10/10\|^VW 0"
     echo "$output" | grep -q "^epoch 1/1 test loss"
     # shellcheck disable=SC2086
     run $HETPIPE $args --quiet --verbose
