@@ -424,6 +424,23 @@ START_TEST(grad_small_cnn)
 }
 END_TEST
 
+START_TEST(grad_residual_chain)
+{
+    /* units enough for gradients to go through both boundary buffers and every unit's inner
+     * region (shared by liveness), with ReLU and add in place and skip connections
+     * accumulating */
+    const struct spec s[] = {
+        {.kind = K_CONV, .filters = 4, .kernel = 3, .stride = 1, .pad = 1, .bn = 1, .relu = 1},
+        {.kind = K_RELU},
+        {.kind = K_BOTTLENECK, .filters = 2, .stride = 1},
+        {.kind = K_BASIC, .filters = 4, .stride = 2},
+        {.kind = K_GAP},
+        {.kind = K_LINEAR, .filters = 3, .bias = 1},
+    };
+    gradcheck(SHAPE(2, 6, 6), s, 6);
+}
+END_TEST
+
 /* Which ops write over their input (hp_unit_inplace), and the layout that follows. */
 START_TEST(inplace_rules)
 {
@@ -765,6 +782,7 @@ Suite *suite_layers(void)
     tcase_add_test(g, grad_bottleneck_projection);
     tcase_add_test(g, grad_bottleneck_identity);
     tcase_add_test(g, grad_small_cnn);
+    tcase_add_test(g, grad_residual_chain);
     tcase_add_test(g, grad_softmax_xent);
     suite_add_tcase(s, g);
     tcase_add_test(o, sgd_rule);
