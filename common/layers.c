@@ -259,7 +259,8 @@ int hp_unit_finish(struct hp_unit *u)
     }
     for (int i = 0; i < u->nops; i++) {
         const size_t out = hp_shape_size(u->ops[i].out_shape) * sizeof(float);
-        u->cost.saved_bytes += out + (u->ops[i].type == HP_OP_DROPOUT ? out : 0); /* + the mask */
+        u->cost.saved_bytes += (hp_unit_inplace(u, i) < 0 ? out : 0) +
+                               (u->ops[i].type == HP_OP_DROPOUT ? out : 0); /* + the mask */
     }
     {
         struct hp_unit_layout l;

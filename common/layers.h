@@ -75,7 +75,8 @@ struct hp_unit_cost {
     size_t param_bytes;     /* trainable parameters (also = gradient bytes, = momentum bytes) */
     size_t state_bytes;     /* non-trained state (batch norm running statistics) */
     size_t out_bytes;       /* the unit's output activation (what crosses a stage boundary) */
-    size_t saved_bytes;     /* activations kept for backward, the input excluded */
+    size_t saved_bytes;     /* activations kept for backward, the input excluded: op outputs
+                               that own memory (see hp_unit_inplace) and dropout masks */
     size_t grad_bytes;      /* the unit's inner activation gradients live at once (its input's
                                and output's excluded), as hp_unit_layout places them */
     size_t workspace_bytes; /* largest per-sample scratch of one op (CPU im2col) */
