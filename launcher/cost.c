@@ -31,44 +31,65 @@ static double unit_largest(const struct hp_unit *un)
     return big;
 }
 
+/* bytes rounded up as the runtime rounds every buffer (hp_align_up), 0 staying 0. */
+static double aligned(double bytes)
+{
+    return ((double)(long long)((bytes + HP_ALIGN - 1) / HP_ALIGN)) * HP_ALIGN;
+}
+
+/* Per-unit figures of the memory model at c->batch: prefix sums of parameter, state and slot
+ * bytes, and each unit's aligned output, inner gradients and largest tensor. */
+struct unit_mem {
+    double *params, *state, *out, *inner, *largest; /* params, state: [n + 1] prefix sums */
+};
+
 /* Prefix sums and range tables of the memory model, at c->batch (see cost.h). 0 or
  * -HP_ENOMEM. */
 static int memory_tables(struct hp_cost *c)
 {
     const struct hp_model *m = c->model;
     const int n = c->nunits;
-    double *out = calloc(2 * (size_t)n, sizeof(double)), *inner = out + n;
+    const double b = c->batch;
+    double *buf = calloc(5 * (size_t)n + 2, sizeof(double));
+    struct unit_mem um = {buf, buf + n + 1, buf + 2 * n + 2, buf + 3 * n + 2, buf + 4 * n + 2};
 
-    if (!out)
+    if (!buf)
         return -HP_ENOMEM;
     for (int u = 0; u < n; u++) {
         const struct hp_unit *un = &m->units[u];
         struct hp_unit_layout l;
         hp_unit_layout(un, c->batch, HP_ALIGN, &l);
-        c->p_params[u + 1] = c->p_params[u] + (double)un->cost.param_bytes;
-        c->p_state[u + 1] = c->p_state[u] + (double)un->cost.state_bytes;
+        um.params[u + 1] = um.params[u] + (double)un->cost.param_bytes;
+        um.state[u + 1] = um.state[u] + (double)un->cost.state_bytes;
         c->p_slot[u + 1] = c->p_slot[u] + (double)(l.acts + l.extra);
-        out[u] = (double)hp_align_up((size_t)c->batch * hp_shape_size(un->out) * sizeof(float),
-                                     HP_ALIGN);
-        inner[u] = (double)l.grads;
-        c->max_tensor[(size_t)u * n + u] = unit_largest(un);
+        c->in_bytes[u] = aligned((double)hp_shape_size(un->in) * sizeof(float) * b);
+        um.out[u] = aligned((double)hp_shape_size(un->out) * sizeof(float) * b);
+        um.inner[u] = (double)l.grads;
+        um.largest[u] = unit_largest(un);
     }
     for (int u = 0; u < n; u++) {
         /* row u0 = u: over [u, v] for v >= u */
         double ws = 0.0, tb = 0.0, ob = 0.0, ib = 0.0;
         for (int v = u; v < n; v++) {
             const double wv = (double)m->units[v].cost.workspace_bytes;
-            const double tv = c->max_tensor[(size_t)v * n + v];
+            const double p = um.params[v + 1] - um.params[u], st = um.state[v + 1] - um.state[u];
             ws = wv > ws ? wv : ws;
-            tb = tv > tb ? tv : tb;
-            ob = out[v] > ob ? out[v] : ob;
-            ib = inner[v] > ib ? inner[v] : ib;
-            c->max_ws[(size_t)u * n + v] = ws;
-            c->max_tensor[(size_t)u * n + v] = tb;
-            c->act_grads[(size_t)u * n + v] = (v > u ? 2.0 : 1.0) * ob + ib;
+            tb = um.largest[v] > tb ? um.largest[v] : tb;
+            ob = um.out[v] > ob ? um.out[v] : ob;
+            ib = um.inner[v] > ib ? um.inner[v] : ib;
+            c->stash[(size_t)u * n + v] = aligned(p > 0.0 ? p : sizeof(float));
+            /* the CPU backend's im2col works one image at a time; the CUDA backend caps
+             * cuDNN's workspace at 256 MiB (backend_cuda.cuh) */
+            c->fixed[(size_t)u * n + v] =
+                3.0 * c->stash[(size_t)u * n + v]              /* parameters, gradients, momentum */
+                + aligned(st > 0.0 ? st : sizeof(float))       /* batch norm state */
+                + (v > u ? 2.0 : 1.0) * ob + ib                /* activation gradients */
+                + aligned(ws > 268435456.0 ? 268435456.0 : ws) /* workspace */
+                + aligned(tb * b)                              /* scratch */
+                + aligned(b * sizeof(int32_t));                /* labels */
         }
     }
-    free(out);
+    free(buf);
     return 0;
 }
 
@@ -84,14 +105,12 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->bwd_s = calloc((size_t)c->ntypes * c->nunits, sizeof(double));
     c->prefix_fwd = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
     c->prefix_bwd = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
-    c->p_params = calloc((size_t)c->nunits + 1, sizeof(double));
-    c->p_state = calloc((size_t)c->nunits + 1, sizeof(double));
     c->p_slot = calloc((size_t)c->nunits + 1, sizeof(double));
-    c->max_ws = calloc((size_t)c->nunits * c->nunits, sizeof(double));
-    c->max_tensor = calloc((size_t)c->nunits * c->nunits, sizeof(double));
-    c->act_grads = calloc((size_t)c->nunits * c->nunits, sizeof(double));
-    if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_params || !c->p_state ||
-        !c->p_slot || !c->max_ws || !c->max_tensor || !c->act_grads) {
+    c->in_bytes = calloc((size_t)c->nunits, sizeof(double));
+    c->fixed = calloc((size_t)c->nunits * c->nunits, sizeof(double));
+    c->stash = calloc((size_t)c->nunits * c->nunits, sizeof(double));
+    if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_slot || !c->in_bytes ||
+        !c->fixed || !c->stash) {
         hp_cost_release(c);
         return -HP_ENOMEM;
     }
@@ -120,14 +139,12 @@ void hp_cost_release(struct hp_cost *c)
     free(c->bwd_s);
     free(c->prefix_fwd);
     free(c->prefix_bwd);
-    free(c->p_params);
-    free(c->p_state);
     free(c->p_slot);
-    free(c->max_ws);
-    free(c->max_tensor);
-    free(c->act_grads);
+    free(c->in_bytes);
+    free(c->fixed);
+    free(c->stash);
     c->fwd_s = c->bwd_s = c->prefix_fwd = c->prefix_bwd = NULL;
-    c->p_params = c->p_state = c->p_slot = c->max_ws = c->max_tensor = c->act_grads = NULL;
+    c->p_slot = c->in_bytes = c->fixed = c->stash = NULL;
 }
 
 void hp_cost_set(struct hp_cost *c, int type, int unit, double fwd_s, double bwd_s)
@@ -166,35 +183,18 @@ double hp_cost_transfer(double bytes, double gbs, double lat_us)
     return bytes / (gbs * 1e9) + lat_us * 1e-6;
 }
 
-/* bytes rounded up as the runtime rounds every buffer (hp_align_up), 0 staying 0. */
-static double aligned(double bytes)
-{
-    return ((double)(long long)((bytes + HP_ALIGN - 1) / HP_ALIGN)) * HP_ALIGN;
-}
-
 double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, int input_grad)
 {
-    const double b = c->batch;
-    const size_t r = (size_t)u0 * c->nunits + (size_t)(u1 - 1);
-    const double input = aligned((double)hp_shape_size(c->model->units[u0].in) * sizeof(float) * b);
-    const double p = c->p_params[u1] - c->p_params[u0], st = c->p_state[u1] - c->p_state[u0];
-    /* the CPU backend's im2col works one image at a time; the CUDA backend caps cuDNN's
-     * workspace at 256 MiB (backend_cuda.cuh) */
-    const double ws = c->max_ws[r] > 268435456.0 ? 268435456.0 : c->max_ws[r];
+    const double in = c->in_bytes[u0];
 
-    return 3.0 * aligned(p > 0.0 ? p : sizeof(float))         /* parameters, gradients, momentum */
-           + aligned(st > 0.0 ? st : sizeof(float))           /* batch norm state */
-           + nslots * (input + c->p_slot[u1] - c->p_slot[u0]) /* activations, extras */
-           + (input_grad ? input : 0.0) + c->act_grads[r]     /* activation gradients */
-           + aligned(ws) + aligned(c->max_tensor[r] * b)      /* workspace, scratch */
-           + aligned(b * sizeof(int32_t));                    /* labels */
+    return c->fixed[(size_t)u0 * c->nunits + (size_t)(u1 - 1)] +
+           nslots * (in + c->p_slot[u1] - c->p_slot[u0]) /* activations, extras */
+           + (input_grad ? in : 0.0);                    /* the input's gradient */
 }
 
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first)
 {
-    const double p = c->p_params[u1] - c->p_params[u0];
-
     /* in_flight - 1 stashed versions of the weights (schedule.c) */
     return hp_cost_net_memory(c, u0, u1, in_flight, !first) +
-           (in_flight - 1) * aligned(p > 0.0 ? p : sizeof(float));
+           (in_flight - 1) * c->stash[(size_t)u0 * c->nunits + (size_t)(u1 - 1)];
 }

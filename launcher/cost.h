@@ -34,12 +34,13 @@ struct hp_cost {
     double *fwd_s, *bwd_s; /* [ntypes x nunits], seconds per minibatch */
     double *prefix_fwd;    /* [ntypes x (nunits + 1)]: prefix sums of fwd_s */
     double *prefix_bwd;    /* and of bwd_s */
-    /* for O(1) stage memory: prefix sums of parameter and state bytes and of a minibatch's
-     * activations and extras (aligned, at `batch`), and [nunits x nunits] tables over unit
-     * ranges [u0, v]: the largest workspace and tensor, and the activation gradients' bytes
-     * (the boundary buffers and the largest inner region; the input's excluded) */
-    double *p_params, *p_state, *p_slot;
-    double *max_ws, *max_tensor, *act_grads;
+    /* for O(1) stage memory, at `batch` (see above): prefix sums of a minibatch's activations
+     * and extras, each unit's input (aligned), and [nunits x nunits] tables over unit ranges
+     * [u0, v]: the bytes that do not depend on the slots (parameters, gradients, momentum,
+     * state, activation gradients but the input's, workspace, scratch, labels) and the
+     * bytes of one stashed version of the parameters */
+    double *p_slot, *in_bytes;
+    double *fixed, *stash;
 };
 
 /* Fill in roofline estimates for every (type, unit) at minibatch `batch`. Caller-owned struct;
