@@ -256,8 +256,16 @@ int hp_unit_finish(struct hp_unit *u)
         poff += op->nparams;
         soff += op->nstate;
         op_cost(op, &u->cost);
-        u->cost.saved_bytes += hp_shape_size(op->out_shape) * sizeof(float) *
-                               (op->type == HP_OP_DROPOUT ? 2 : 1); /* + the mask */
+    }
+    for (int i = 0; i < u->nops; i++) {
+        const size_t out = hp_shape_size(u->ops[i].out_shape) * sizeof(float);
+        u->cost.saved_bytes += (hp_unit_inplace(u, i) < 0 ? out : 0) +
+                               (u->ops[i].type == HP_OP_DROPOUT ? out : 0); /* + the mask */
+    }
+    {
+        struct hp_unit_layout l;
+        hp_unit_layout(u, 1, 1, &l);
+        u->cost.grad_bytes = l.grads;
     }
     u->nparams = poff;
     u->nstate = soff;
@@ -268,6 +276,131 @@ int hp_unit_finish(struct hp_unit *u)
     u->cost.state_bytes = soff * sizeof(float);
     u->cost.out_bytes = hp_shape_size(u->out) * sizeof(float);
     return 0;
+}
+
+/* Whether an op's backward reads its own output (relu_backward and maxpool_backward do). */
+static int needs_output(enum hp_op_type type)
+{
+    return type == HP_OP_RELU || type == HP_OP_MAXPOOL;
+}
+
+static int readers(const struct hp_unit *u, int t)
+{
+    int n = 0;
+
+    for (int k = 0; k < u->nops; k++)
+        n += (u->ops[k].in[0] == t) + (u->ops[k].in[1] == t);
+    return n;
+}
+
+int hp_unit_inplace(const struct hp_unit *u, int i)
+{
+    const struct hp_op *op = &u->ops[i];
+
+    if (op->type != HP_OP_RELU && op->type != HP_OP_ADD)
+        return -1;
+    for (int j = 0; j < (op->type == HP_OP_ADD ? 2 : 1); j++) {
+        const int t = op->in[j];
+        if (t > 0 && t <= i && !needs_output(u->ops[t - 1].type) && readers(u, t) == 1)
+            return t;
+    }
+    return -1;
+}
+
+/* Share gradient buffers along in-place ops: an in-place op's input gradient is its output
+ * gradient's buffer (its backward runs in place; the input had one reader, so one
+ * contribution). root[t]: the last tensor of t's chain. */
+static void grad_roots(const struct hp_unit *u, int *root)
+{
+    for (int t = 0; t <= u->nops; t++)
+        root[t] = t;
+    for (int i = u->nops - 1; i >= 0; i--) {
+        const int over = hp_unit_inplace(u, i);
+        if (over > 0)
+            root[over] = root[i + 1]; /* final: only ops after i read tensor i + 1 */
+    }
+}
+
+/* Place the gradient buffers of the inner tensors (see hp_unit_layout). Backward runs op
+ * nops - 1 first: op i at time nops - 1 - i. A buffer is live from the first write to any of
+ * its tensors' gradients to the last read. */
+static size_t place_grads(const struct hp_unit *u, const size_t *bytes, struct hp_unit_layout *l)
+{
+    const int n = u->nops;
+    int first[HP_UNIT_MAX_OPS + 1], last[HP_UNIT_MAX_OPS + 1], order[HP_UNIT_MAX_OPS + 1];
+    int nb = 0;
+    size_t size = 0;
+
+    grad_roots(u, l->grad_root);
+    for (int t = 1; t <= n; t++) {
+        first[t] = n;
+        last[t] = -1;
+    }
+    for (int t = 1; t < n; t++) {
+        const int r = l->grad_root[t];
+        int reader = t - 1; /* its last reader; the producer if none */
+        for (int k = t; k < n; k++)
+            if (u->ops[k].in[0] == t || u->ops[k].in[1] == t)
+                reader = k;
+        first[r] = n - 1 - reader < first[r] ? n - 1 - reader : first[r];
+        last[r] = n - t > last[r] ? n - t : last[r];
+    }
+    for (int t = 1; t < n; t++) {
+        if (l->grad_root[t] != t)
+            continue;
+        /* insertion by size, largest first, then by tensor id */
+        int j = nb++;
+        while (j > 0 && bytes[order[j - 1]] < bytes[t]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = t;
+    }
+    for (int i = 0; i < nb; i++) {
+        const int t = order[i];
+        size_t o = 0;
+        for (int moved = 1; moved;) {
+            moved = 0;
+            for (int k = 0; k < i; k++) {
+                const int p = order[k];
+                if (first[p] <= last[t] && first[t] <= last[p] && l->grad_off[p] < o + bytes[t] &&
+                    o < l->grad_off[p] + bytes[p]) {
+                    o = l->grad_off[p] + bytes[p];
+                    moved = 1;
+                }
+            }
+        }
+        l->grad_off[t] = o;
+        if (o + bytes[t] > size)
+            size = o + bytes[t];
+    }
+    for (int t = 1; t < n; t++)
+        l->grad_off[t] = l->grad_off[l->grad_root[t]];
+    return size;
+}
+
+void hp_unit_layout(const struct hp_unit *u, int batch, size_t align, struct hp_unit_layout *l)
+{
+    size_t bytes[HP_UNIT_MAX_OPS + 1];
+
+    memset(l, 0, sizeof(*l));
+    for (int i = 0; i < u->nops; i++) {
+        const struct hp_op *op = &u->ops[i];
+        const int t = i + 1, over = hp_unit_inplace(u, i);
+        bytes[t] = hp_align_up((size_t)batch * hp_shape_size(op->out_shape) * sizeof(float), align);
+        if (over > 0) {
+            l->act_off[t] = l->act_off[over];
+        } else {
+            l->act_off[t] = l->acts;
+            l->acts += bytes[t];
+        }
+        l->extra_off[i] = l->extra;
+        if (op->type == HP_OP_DROPOUT)
+            l->extra += bytes[t];
+        else if (op->type == HP_OP_BN)
+            l->extra += hp_align_up(2 * (size_t)op->in_shape.c * sizeof(float), align);
+    }
+    l->grads = place_grads(u, bytes, l);
 }
 
 static int add_conv(struct hp_unit *u, int in, int filters, int kernel, int stride, int pad,

@@ -25,6 +25,15 @@ struct hp_shape {
 /* The most values a tensor may hold per sample, and an op's parameters: 2^31 - 1. */
 #define HP_MAX_TENSOR 2147483647
 
+/* Every buffer of a net (net.h) starts on a multiple of HP_ALIGN bytes. */
+#define HP_ALIGN 256
+
+/* bytes rounded up to a multiple of `align` (a power of two; 1: unchanged). */
+static inline size_t hp_align_up(size_t bytes, size_t align)
+{
+    return (bytes + align - 1) & ~(align - 1);
+}
+
 static inline size_t hp_shape_size(struct hp_shape s)
 {
     return (size_t)s.c * s.h * s.w;
@@ -66,7 +75,10 @@ struct hp_unit_cost {
     size_t param_bytes;     /* trainable parameters (also = gradient bytes, = momentum bytes) */
     size_t state_bytes;     /* non-trained state (batch norm running statistics) */
     size_t out_bytes;       /* the unit's output activation (what crosses a stage boundary) */
-    size_t saved_bytes;     /* activations kept for backward, the input excluded */
+    size_t saved_bytes;     /* activations kept for backward, the input excluded: op outputs
+                               that own memory (see hp_unit_inplace) and dropout masks */
+    size_t grad_bytes;      /* the unit's inner activation gradients live at once (its input's
+                               and output's excluded), as hp_unit_layout places them */
     size_t workspace_bytes; /* largest per-sample scratch of one op (CPU im2col) */
 };
 
@@ -109,5 +121,39 @@ double hp_op_macs(const struct hp_op *op);
 
 /* Shape of tensor `t` of a finished unit. */
 struct hp_shape hp_unit_tensor_shape(const struct hp_unit *u, int t);
+
+/* Whether op `i` of a finished unit writes its output over one of its inputs: the unit-local
+ * tensor it overwrites (its output then shares that tensor's memory), or -1. Only a ReLU or
+ * an add does, over an input tensor that is not the unit's input (0), that has no other
+ * reader, and whose producer's backward does not read its own output (a ReLU's or a max
+ * pooling's does). No backward reads what it overwrites: a ReLU's backward reads only its
+ * output, an add's nothing; and an overwritten tensor had one reader, the op itself. */
+int hp_unit_inplace(const struct hp_unit *u, int i);
+
+/* How a net (net.h) lays out one unit at minibatch `batch`, every buffer rounded up to
+ * `align` bytes (HP_ALIGN; 1 for per-sample figures at batch 1). Offsets are bytes into the
+ * unit's block of each region. The planner (launcher/cost.c) predicts a net's memory from
+ * these same figures.
+ *  - activations (one minibatch): the outputs of ops that are not in place, in op order; an
+ *    in-place op's output has the offset of the tensor it overwrites;
+ *  - extra (one minibatch): dropout masks [batch x size] and batch norm saves [2 x channels];
+ *  - gradients: of the inner tensors (1 .. nops - 1; the input's and the output's live in the
+ *    net's boundary buffers). An in-place op's input gradient shares its output gradient's
+ *    buffer (backward runs in place too), so a chain of in-place ops shares one buffer, the
+ *    unit output's if the chain ends there. A buffer is live during the unit's backward pass
+ *    from the first write to one of its gradients (by the tensor's last reader; later
+ *    readers add to it) to the last read (by the producer of the chain's first tensor);
+ *    buffers are placed largest first, each at the lowest offset that overlaps no placed
+ *    buffer live at the same time, so the region is about the peak of gradients live at
+ *    once, not their sum. */
+struct hp_unit_layout {
+    size_t acts, extra, grads;            /* bytes of each region */
+    size_t act_off[HP_UNIT_MAX_OPS + 1];  /* tensor t >= 1 */
+    size_t extra_off[HP_UNIT_MAX_OPS];    /* op i (dropout and batch norm) */
+    size_t grad_off[HP_UNIT_MAX_OPS + 1]; /* tensor t (1 <= t < nops, unless grad_root is nops) */
+    int grad_root[HP_UNIT_MAX_OPS + 1];   /* the tensor whose gradient buffer t's is: t itself,
+                                             the end of its in-place chain, nops: the output's */
+};
+void hp_unit_layout(const struct hp_unit *u, int batch, size_t align, struct hp_unit_layout *l);
 
 #endif

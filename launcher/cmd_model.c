@@ -7,20 +7,36 @@
 
 static const char synopsis[] =
     "usage: hetpipe model --model NAME|PATH [--units]   (or: hetpipe model NAME)\n"
-    "Print a model's parameters and forward multiply-adds per sample.\n";
+    "Print a model's parameters, forward multiply-adds and training memory per sample.\n";
 
 static void print_units(const struct hp_model *m)
 {
-    printf("%-14s %-10s %-14s %12s %12s %12s %12s %12s\n", "unit", "kind", "output", "params",
-           "fwd MACs", "bwd FLOPs", "out bytes", "saved bytes");
+    printf("%-14s %-10s %-14s %12s %12s %12s %12s %12s %12s\n", "unit", "kind", "output", "params",
+           "fwd MACs", "bwd FLOPs", "out bytes", "saved bytes", "grad bytes");
     for (int i = 0; i < m->nunits; i++) {
         const struct hp_unit *u = &m->units[i];
         char shape[32];
         snprintf(shape, sizeof(shape), "%dx%dx%d", u->out.c, u->out.h, u->out.w);
-        printf("%-14s %-10s %-14s %12zu %12.0f %12.0f %12zu %12zu\n", u->name, u->kind, shape,
+        printf("%-14s %-10s %-14s %12zu %12.0f %12.0f %12zu %12zu %12zu\n", u->name, u->kind, shape,
                u->nparams, u->cost.fwd_macs, u->cost.bwd_flops, u->cost.out_bytes,
-               u->cost.saved_bytes);
+               u->cost.saved_bytes, u->cost.grad_bytes);
     }
+}
+
+/* Bytes per sample of the activation gradients a net of the whole model holds (net.h): two
+ * buffers of the largest unit output (one for one unit) and the largest unit's inner
+ * gradients live at once. */
+static size_t grad_bytes(const struct hp_model *m)
+{
+    size_t out = 0, inner = 0;
+
+    for (int i = 0; i < m->nunits; i++) {
+        if (m->units[i].cost.out_bytes > out)
+            out = m->units[i].cost.out_bytes;
+        if (m->units[i].cost.grad_bytes > inner)
+            inner = m->units[i].cost.grad_bytes;
+    }
+    return (m->nunits > 1 ? 2 : 1) * out + inner;
 }
 
 int hp_cmd_model(int argc, char **argv)
@@ -57,6 +73,8 @@ int hp_cmd_model(int argc, char **argv)
            t.bwd_flops);
     printf("activations kept for backward per sample: %.2f MiB\n",
            (double)t.saved_bytes / 1048576.0);
+    printf("activation gradients live at once per sample: %.2f MiB\n",
+           (double)grad_bytes(m) / 1048576.0);
     hp_model_destroy(m);
     return 0;
 }

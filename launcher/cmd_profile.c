@@ -66,13 +66,14 @@ static int profile_unit(const struct hp_options *o, const struct hp_model *m, in
         host[i] = 2.0f * hp_rng_uniform(3, i) - 1.0f;
     if (!rc)
         rc = be->ops->upload(be, hp_net_input(net, 0), host, nin * sizeof(float));
-    if (!rc)
-        rc = be->ops->upload(be, hp_net_output_grad(net), host, nout * sizeof(float));
     for (long s = 0; s <= o->steps && !rc; s++) {
         double t0, t1;
+        /* before each backward: backward may overwrite it (net.h) */
+        rc = be->ops->upload(be, hp_net_output_grad(net), host, nout * sizeof(float));
         be->ops->sync(be);
         t0 = hp_now_s();
-        rc = hp_net_forward(net, 0, 1, (uint64_t)s);
+        if (!rc)
+            rc = hp_net_forward(net, 0, 1, (uint64_t)s);
         be->ops->sync(be);
         t1 = hp_now_s();
         if (!rc)

@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ALIGN_BYTES 256.0
-
 static void refresh(struct hp_cost *c, int type)
 {
     double *pf = c->prefix_fwd + (size_t)type * (c->nunits + 1);
@@ -18,6 +16,81 @@ static void refresh(struct hp_cost *c, int type)
         pf[u + 1] = pf[u] + c->fwd_s[(size_t)type * c->nunits + u];
         pb[u + 1] = pb[u] + c->bwd_s[(size_t)type * c->nunits + u];
     }
+}
+
+/* The largest tensor of unit u, in bytes per sample (its input included). */
+static double unit_largest(const struct hp_unit *un)
+{
+    double big = (double)hp_shape_size(un->in) * sizeof(float);
+
+    for (int o = 0; o < un->nops; o++) {
+        const double t = (double)hp_shape_size(un->ops[o].out_shape) * sizeof(float);
+        if (t > big)
+            big = t;
+    }
+    return big;
+}
+
+/* bytes rounded up as the runtime rounds every buffer (hp_align_up), 0 staying 0. */
+static double aligned(double bytes)
+{
+    return ((double)(long long)((bytes + HP_ALIGN - 1) / HP_ALIGN)) * HP_ALIGN;
+}
+
+/* Per-unit figures of the memory model at c->batch: prefix sums of parameter, state and slot
+ * bytes, and each unit's aligned output, inner gradients and largest tensor. */
+struct unit_mem {
+    double *params, *state, *out, *inner, *largest; /* params, state: [n + 1] prefix sums */
+};
+
+/* Prefix sums and range tables of the memory model, at c->batch (see cost.h). 0 or
+ * -HP_ENOMEM. */
+static int memory_tables(struct hp_cost *c)
+{
+    const struct hp_model *m = c->model;
+    const int n = c->nunits;
+    const double b = c->batch;
+    double *buf = calloc(5 * (size_t)n + 2, sizeof(double));
+    struct unit_mem um = {buf, buf + n + 1, buf + 2 * n + 2, buf + 3 * n + 2, buf + 4 * n + 2};
+
+    if (!buf)
+        return -HP_ENOMEM;
+    for (int u = 0; u < n; u++) {
+        const struct hp_unit *un = &m->units[u];
+        struct hp_unit_layout l;
+        hp_unit_layout(un, c->batch, HP_ALIGN, &l);
+        um.params[u + 1] = um.params[u] + (double)un->cost.param_bytes;
+        um.state[u + 1] = um.state[u] + (double)un->cost.state_bytes;
+        c->p_slot[u + 1] = c->p_slot[u] + (double)(l.acts + l.extra);
+        c->in_bytes[u] = aligned((double)hp_shape_size(un->in) * sizeof(float) * b);
+        um.out[u] = aligned((double)hp_shape_size(un->out) * sizeof(float) * b);
+        um.inner[u] = (double)l.grads;
+        um.largest[u] = unit_largest(un);
+    }
+    for (int u = 0; u < n; u++) {
+        /* row u0 = u: over [u, v] for v >= u */
+        double ws = 0.0, tb = 0.0, ob = 0.0, ib = 0.0;
+        for (int v = u; v < n; v++) {
+            const double wv = (double)m->units[v].cost.workspace_bytes;
+            const double p = um.params[v + 1] - um.params[u], st = um.state[v + 1] - um.state[u];
+            ws = wv > ws ? wv : ws;
+            tb = um.largest[v] > tb ? um.largest[v] : tb;
+            ob = um.out[v] > ob ? um.out[v] : ob;
+            ib = um.inner[v] > ib ? um.inner[v] : ib;
+            c->stash[(size_t)u * n + v] = aligned(p > 0.0 ? p : sizeof(float));
+            /* the CPU backend's im2col works one image at a time; the CUDA backend caps
+             * cuDNN's workspace at 256 MiB (backend_cuda.cuh) */
+            c->fixed[(size_t)u * n + v] =
+                3.0 * c->stash[(size_t)u * n + v]              /* parameters, gradients, momentum */
+                + aligned(st > 0.0 ? st : sizeof(float))       /* batch norm state */
+                + (v > u ? 2.0 : 1.0) * ob + ib                /* activation gradients */
+                + aligned(ws > 268435456.0 ? 268435456.0 : ws) /* workspace */
+                + aligned(tb * b)                              /* scratch */
+                + aligned(b * sizeof(int32_t));                /* labels */
+        }
+    }
+    free(buf);
+    return 0;
 }
 
 int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gpudb *db, int batch)
@@ -32,13 +105,12 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->bwd_s = calloc((size_t)c->ntypes * c->nunits, sizeof(double));
     c->prefix_fwd = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
     c->prefix_bwd = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
-    c->p_params = calloc((size_t)c->nunits + 1, sizeof(double));
-    c->p_state = calloc((size_t)c->nunits + 1, sizeof(double));
-    c->p_saved = calloc((size_t)c->nunits + 1, sizeof(double));
-    c->max_ws = calloc((size_t)c->nunits * c->nunits, sizeof(double));
-    c->max_tensor = calloc((size_t)c->nunits * c->nunits, sizeof(double));
-    if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_params || !c->p_state ||
-        !c->p_saved || !c->max_ws || !c->max_tensor) {
+    c->p_slot = calloc((size_t)c->nunits + 1, sizeof(double));
+    c->in_bytes = calloc((size_t)c->nunits, sizeof(double));
+    c->fixed = calloc((size_t)c->nunits * c->nunits, sizeof(double));
+    c->stash = calloc((size_t)c->nunits * c->nunits, sizeof(double));
+    if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_slot || !c->in_bytes ||
+        !c->fixed || !c->stash) {
         hp_cost_release(c);
         return -HP_ENOMEM;
     }
@@ -54,34 +126,9 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
         }
         refresh(c, t);
     }
-    for (int u = 0; u < c->nunits; u++) {
-        const struct hp_unit *un = &m->units[u];
-        double big = (double)hp_shape_size(un->in) * sizeof(float);
-        c->p_params[u + 1] = c->p_params[u] + (double)un->cost.param_bytes;
-        c->p_state[u + 1] = c->p_state[u] + (double)un->cost.state_bytes;
-        c->p_saved[u + 1] = c->p_saved[u] + (double)un->cost.saved_bytes;
-        for (int o = 0; o < un->nops; o++) {
-            const double t = (double)hp_shape_size(un->ops[o].out_shape) * sizeof(float);
-            if (t > big)
-                big = t;
-        }
-        /* row u0 = u: maxima over [u, v] for v >= u */
-        double ws = 0.0, tb = 0.0;
-        for (int v = u; v < c->nunits; v++) {
-            const struct hp_unit *uv = &m->units[v];
-            double bv = v == u ? big : 0.0;
-            for (int o = 0; v != u && o < uv->nops; o++) {
-                const double t = (double)hp_shape_size(uv->ops[o].out_shape) * sizeof(float);
-                if (t > bv)
-                    bv = t;
-            }
-            if ((double)uv->cost.workspace_bytes > ws)
-                ws = (double)uv->cost.workspace_bytes;
-            if (bv > tb)
-                tb = bv;
-            c->max_ws[(size_t)u * c->nunits + v] = ws;
-            c->max_tensor[(size_t)u * c->nunits + v] = tb;
-        }
+    if (memory_tables(c)) {
+        hp_cost_release(c);
+        return -HP_ENOMEM;
     }
     return 0;
 }
@@ -92,13 +139,12 @@ void hp_cost_release(struct hp_cost *c)
     free(c->bwd_s);
     free(c->prefix_fwd);
     free(c->prefix_bwd);
-    free(c->p_params);
-    free(c->p_state);
-    free(c->p_saved);
-    free(c->max_ws);
-    free(c->max_tensor);
+    free(c->p_slot);
+    free(c->in_bytes);
+    free(c->fixed);
+    free(c->stash);
     c->fwd_s = c->bwd_s = c->prefix_fwd = c->prefix_bwd = NULL;
-    c->p_params = c->p_state = c->p_saved = c->max_ws = c->max_tensor = NULL;
+    c->p_slot = c->in_bytes = c->fixed = c->stash = NULL;
 }
 
 void hp_cost_set(struct hp_cost *c, int type, int unit, double fwd_s, double bwd_s)
@@ -137,33 +183,18 @@ double hp_cost_transfer(double bytes, double gbs, double lat_us)
     return bytes / (gbs * 1e9) + lat_us * 1e-6;
 }
 
-static double aligned(double bytes)
+double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, int input_grad)
 {
-    return bytes <= 0.0
-               ? ALIGN_BYTES
-               : ((double)(long long)((bytes + ALIGN_BYTES - 1) / ALIGN_BYTES)) * ALIGN_BYTES;
+    const double in = c->in_bytes[u0];
+
+    return c->fixed[(size_t)u0 * c->nunits + (size_t)(u1 - 1)] +
+           nslots * (in + c->p_slot[u1] - c->p_slot[u0]) /* activations, extras */
+           + (input_grad ? in : 0.0);                    /* the input's gradient */
 }
 
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first)
 {
-    const double b = c->batch;
-    const double input = (double)hp_shape_size(c->model->units[u0].in) * sizeof(float) * b;
-    const double params = aligned(c->p_params[u1] - c->p_params[u0]);
-    const double state = c->p_state[u1] - c->p_state[u0];
-    const double saved = (c->p_saved[u1] - c->p_saved[u0]) * b;
-    /* the CPU backend's im2col works one image at a time; the CUDA backend caps cuDNN's
-     * workspace at 256 MiB (backend_cuda.cuh) */
-    double ws = c->max_ws[(size_t)u0 * c->nunits + (u1 - 1)];
-    const double largest = c->max_tensor[(size_t)u0 * c->nunits + (u1 - 1)] * b;
-
-    if (ws > 268435456.0)
-        ws = 268435456.0;
-    /* activations: the input and every op output (dropout masks included in saved) */
-    const double acts = input + saved;
-    /* one set of activation gradients: every op output, and the input unless first */
-    const double grads = saved + (first ? 0.0 : input);
-    return params * (1.0 + (in_flight - 1)) /* weights and stashed versions */
-           + params                         /* gradients */
-           + params                         /* momentum */
-           + aligned(state) + acts * in_flight + grads + aligned(ws) + aligned(largest);
+    /* in_flight - 1 stashed versions of the weights (schedule.c) */
+    return hp_cost_net_memory(c, u0, u1, in_flight, !first) +
+           (in_flight - 1) * c->stash[(size_t)u0 * c->nunits + (size_t)(u1 - 1)];
 }

@@ -5,12 +5,19 @@
  * per-sample FLOPs and bytes of layers.h; a measured profile (hetpipe profile, later) can
  * override any entry. Transfer time of b bytes over a link: b / bandwidth + latency.
  *
- * Memory of a stage holding units [u0, u1) with m minibatches in flight at it (what the
- * runtime's hp_net allocates, see net.h):
- *   parameters x (1 + (m - 1) stashed versions) + gradients + momentum + batch norm state
- *   + activations of m minibatches (the stage's input and every tensor of its units)
- *   + one set of activation gradients + the largest workspace (one image's im2col on the
- *   CPU, at most 256 MiB of cuDNN workspace on a GPU) + a scratch tensor
+ * Memory of a stage holding units [u0, u1) with m minibatches in flight at it: what the
+ * runtime's hp_net allocates (net.h), to the byte on the CPU backend, plus m - 1 stashed
+ * versions of the parameters:
+ *   parameters + gradients + momentum + batch norm state
+ *   + m x (the stage's input + the op outputs that are not written in place + dropout masks
+ *     and batch norm saves)
+ *   + activation gradients: the input's (unless the stage is first), two buffers of the
+ *     largest unit output (one for a one-unit stage) and the largest unit's inner gradients
+ *     live at once (hp_unit_layout)
+ *   + the largest workspace (one image's im2col on the CPU, at most 256 MiB of cuDNN
+ *     workspace on a GPU, where cuDNN's choice makes it a prediction) + a scratch tensor
+ *   + the labels
+ * every buffer rounded up to HP_ALIGN bytes.
  * All pure functions: no I/O.
  */
 #ifndef HP_COST_H
@@ -27,10 +34,13 @@ struct hp_cost {
     double *fwd_s, *bwd_s; /* [ntypes x nunits], seconds per minibatch */
     double *prefix_fwd;    /* [ntypes x (nunits + 1)]: prefix sums of fwd_s */
     double *prefix_bwd;    /* and of bwd_s */
-    /* for O(1) stage memory: prefix sums of parameter, state and saved bytes per sample, and
-     * [nunits x nunits] maxima over unit ranges of workspace and of the largest tensor */
-    double *p_params, *p_state, *p_saved;
-    double *max_ws, *max_tensor;
+    /* for O(1) stage memory, at `batch` (see above): prefix sums of a minibatch's activations
+     * and extras, each unit's input (aligned), and [nunits x nunits] tables over unit ranges
+     * [u0, v]: the bytes that do not depend on the slots (parameters, gradients, momentum,
+     * state, activation gradients but the input's, workspace, scratch, labels) and the
+     * bytes of one stashed version of the parameters */
+    double *p_slot, *in_bytes;
+    double *fixed, *stash;
 };
 
 /* Fill in roofline estimates for every (type, unit) at minibatch `batch`. Caller-owned struct;
@@ -57,5 +67,10 @@ double hp_cost_transfer(double bytes, double gbs, double lat_us);
 /* Bytes a stage of units [u0, u1) needs with `in_flight` minibatches, as above. first: the
  * stage is a VW's first (its input gradient is not kept). */
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first);
+
+/* The bytes of the one allocation of a net of units [u0, u1) with `nslots` minibatches of
+ * activations (hp_net_memory's total; the stage memory less the stashed parameters).
+ * input_grad: the net keeps its input's gradient (need_input_grad). */
+double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, int input_grad);
 
 #endif

@@ -15,16 +15,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ALIGN 256
-
 /* A tensor of the net: the input (id 0) or the output of one op. */
 struct net_tensor {
     struct hp_shape shape;
-    size_t size;    /* floats per minibatch: batch x shape */
-    size_t act_off; /* floats into a slot's activation region */
-    float *grad;    /* NULL for the input unless need_input_grad */
-    int consumers;  /* ops reading it (+1 for the net's output) */
-    int grad_ready; /* during backward: the gradient holds a first contribution */
+    size_t size;     /* floats per minibatch: batch x shape */
+    size_t act_off;  /* floats into a slot's activation region (an in-place op's output
+                        shares the offset of the tensor it overwrites) */
+    size_t grad_off; /* floats into the gradient region (shared by tensors not live at once) */
+    int has_grad;    /* all but the input unless need_input_grad */
+    float *grad;     /* NULL for the input unless need_input_grad */
+    int consumers;   /* ops reading it (+1 for the net's output) */
+    int grad_ready;  /* during backward: the gradient holds a first contribution */
 };
 
 struct net_op {
@@ -65,11 +66,6 @@ struct hp_net {
     struct hp_net_memory mem;
     struct hp_net_profile *prof;
 };
-
-static size_t align_floats(size_t n)
-{
-    return (n + ALIGN / sizeof(float) - 1) & ~(ALIGN / sizeof(float) - 1);
-}
 
 void hp_net_destroy(struct hp_net *net)
 {
@@ -169,44 +165,78 @@ static int make_descs(struct hp_net *net, size_t *ws_max)
     return 0;
 }
 
-/* Plan the arena, in floats: activation slots, per-op extras (dropout masks, batch norm
- * statistics), and the sizes of every part (parameters, gradients and momentum parallel). */
+/* Bytes of a buffer of n floats, as the arena rounds it. */
+static size_t abytes(size_t n)
+{
+    return hp_align_up(n * sizeof(float), HP_ALIGN);
+}
+
+/* Lay out the activations of one slot, the per-op extras and the gradient region, unit by
+ * unit as hp_unit_layout places them (so the planner predicts the same bytes). Gradients:
+ * the input's own buffer (need_input_grad), then two boundary buffers of the largest unit
+ * output, the outputs of the units taking turns from the net's output back (one buffer when
+ * the net has one unit; while a unit runs backward its output's gradient is in one and its
+ * input's fills the other), then one region of the largest unit's inner gradients. */
+static void plan_tensors(struct hp_net *net)
+{
+    const int batch = net->cfg.batch, n = net->u1 - net->u0;
+    size_t bound = 0, inner = 0, boff, ioff, base = 0;
+
+    for (int u = net->u0; u < net->u1; u++) {
+        const size_t b = abytes((size_t)batch * hp_shape_size(net->model->units[u].out));
+        bound = b > bound ? b : bound;
+    }
+    net->tensors[0].act_off = 0;
+    net->slot_floats = abytes(net->tensors[0].size) / sizeof(float);
+    net->tensors[0].grad_off = 0;
+    net->tensors[0].has_grad = net->cfg.need_input_grad;
+    boff = net->cfg.need_input_grad ? abytes(net->tensors[0].size) : 0;
+    ioff = boff + (n > 1 ? 2 : 1) * bound;
+    for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
+        const struct hp_unit *unit = &net->model->units[u];
+        struct hp_unit_layout l;
+        hp_unit_layout(unit, batch, HP_ALIGN, &l);
+        for (int i = 0; i < unit->nops; i++) {
+            struct net_op *o = &net->ops[base + (size_t)i];
+            struct net_tensor *t = &net->tensors[o->out];
+            t->act_off = net->slot_floats + l.act_off[i + 1] / sizeof(float);
+            t->has_grad = 1;
+            t->grad_off =
+                (l.grad_root[i + 1] < unit->nops ? ioff + l.grad_off[i + 1]
+                                                 : boff + (size_t)((n - 1 - k) % 2) * bound) /
+                sizeof(float);
+            o->extra_off = net->extra_floats + l.extra_off[i] / sizeof(float);
+        }
+        net->slot_floats += l.acts / sizeof(float);
+        net->extra_floats += l.extra / sizeof(float);
+        inner = l.grads > inner ? l.grads : inner;
+        base += (size_t)unit->nops;
+    }
+    net->mem.act_grads = ioff + inner;
+}
+
+/* Plan the arena: the sizes of every part (parameters, gradients and momentum parallel). */
 static void plan_arena(struct hp_net *net, size_t ws_bytes)
 {
     const struct hp_net_config *cfg = &net->cfg;
     struct hp_net_memory *mem = &net->mem;
-    size_t max_tensor = 0, grad_floats = 0;
+    size_t max_tensor = 0;
 
     for (int u = net->u0; u < net->u1; u++) {
         net->nparams += net->model->units[u].nparams;
         net->nstate += net->model->units[u].nstate;
     }
-    for (int i = 0; i < net->ntensors; i++) {
-        net->tensors[i].act_off = net->slot_floats;
-        net->slot_floats += align_floats(net->tensors[i].size);
+    for (int i = 0; i < net->ntensors; i++)
         if (net->tensors[i].size > max_tensor)
             max_tensor = net->tensors[i].size;
-    }
-    for (int i = 0; i < net->nops; i++) {
-        struct net_op *o = &net->ops[i];
-        o->extra_off = net->extra_floats;
-        if (o->op->type == HP_OP_DROPOUT)
-            net->extra_floats += align_floats(net->tensors[o->out].size);
-        else if (o->op->type == HP_OP_BN)
-            net->extra_floats += align_floats(2 * (size_t)o->op->in_shape.c);
-    }
-    const size_t np = align_floats(net->nparams ? net->nparams : 1);
-    const size_t ns = align_floats(net->nstate ? net->nstate : 1);
-    for (int i = cfg->need_input_grad ? 0 : 1; i < net->ntensors; i++)
-        grad_floats += align_floats(net->tensors[i].size);
-    mem->params = mem->grads = mem->momentum = np * sizeof(float);
-    mem->state = ns * sizeof(float);
+    plan_tensors(net);
+    mem->params = mem->grads = mem->momentum = abytes(net->nparams ? net->nparams : 1);
+    mem->state = abytes(net->nstate ? net->nstate : 1);
     mem->activations = (size_t)cfg->nslots * net->slot_floats * sizeof(float);
-    mem->act_grads = grad_floats * sizeof(float);
-    mem->workspace = align_floats((ws_bytes + 3) / 4) * sizeof(float);
-    mem->scratch = align_floats(max_tensor) * sizeof(float);
+    mem->workspace = hp_align_up(ws_bytes, HP_ALIGN);
+    mem->scratch = abytes(max_tensor);
     mem->other = (size_t)cfg->nslots * net->extra_floats * sizeof(float) +
-                 align_floats((size_t)cfg->batch) * sizeof(int32_t);
+                 hp_align_up((size_t)cfg->batch * sizeof(int32_t), HP_ALIGN);
     mem->total = mem->params + mem->grads + mem->momentum + mem->state + mem->activations +
                  mem->act_grads + mem->workspace + mem->scratch + mem->other;
 }
@@ -216,7 +246,7 @@ static void carve_arena(struct hp_net *net)
 {
     const struct hp_net_config *cfg = &net->cfg;
     const size_t np = net->mem.params / sizeof(float), ns = net->mem.state / sizeof(float);
-    float *a = net->arena;
+    float *a = net->arena, *grads;
     size_t off = 0;
 
     net->params = a + off;
@@ -229,10 +259,10 @@ static void carve_arena(struct hp_net *net)
     off += ns;
     net->acts = a + off;
     off += (size_t)cfg->nslots * net->slot_floats;
-    for (int i = cfg->need_input_grad ? 0 : 1; i < net->ntensors; i++) {
-        net->tensors[i].grad = a + off;
-        off += align_floats(net->tensors[i].size);
-    }
+    grads = a + off;
+    for (int i = 0; i < net->ntensors; i++)
+        net->tensors[i].grad = net->tensors[i].has_grad ? grads + net->tensors[i].grad_off : NULL;
+    off += net->mem.act_grads / sizeof(float);
     net->workspace = a + off;
     off += net->mem.workspace / sizeof(float);
     net->scratch = a + off;
@@ -274,8 +304,9 @@ static void point_params(struct hp_net *net)
     }
 }
 
-int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
-                  const struct hp_net_config *cfg, struct hp_net **out)
+/* A net with its graph, descriptors and plan, but no arena. */
+static int net_plan(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
+                    const struct hp_net_config *cfg, struct hp_net **out)
 {
     struct hp_net *net;
     size_t ws_bytes = 0;
@@ -297,9 +328,36 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
     rc = build_graph(net);
     if (!rc)
         rc = make_descs(net, &ws_bytes);
-    if (rc)
-        goto err;
+    if (rc) {
+        hp_net_destroy(net);
+        return rc;
+    }
     plan_arena(net, ws_bytes);
+    *out = net;
+    return 0;
+}
+
+int hp_net_plan_memory(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
+                       const struct hp_net_config *cfg, struct hp_net_memory *out)
+{
+    struct hp_net *net;
+    int rc = net_plan(be, model, u0, u1, cfg, &net);
+
+    if (rc)
+        return rc;
+    *out = net->mem;
+    hp_net_destroy(net);
+    return 0;
+}
+
+int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
+                  const struct hp_net_config *cfg, struct hp_net **out)
+{
+    struct hp_net *net;
+    int rc = net_plan(be, model, u0, u1, cfg, &net);
+
+    if (rc)
+        return rc;
     rc = be->ops->alloc(be, net->mem.total, &net->arena);
     if (rc) {
         hp_error("net: cannot allocate %.1f MiB on %s for units [%d, %d) at batch %d",

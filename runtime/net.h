@@ -3,9 +3,11 @@
  *
  * Everything is planned at creation and carved out of one device allocation: parameters,
  * gradients, momentum, batch norm state, the activations of `nslots` minibatches in flight
- * (every tensor of every unit, kept for backward), one set of activation gradients, the
+ * (every tensor of every unit, kept for backward; a ReLU or an add writes its output over its
+ * input where nothing needs that input any more, hp_unit_inplace), the activation gradients
+ * (buffers shared by tensors whose gradients are not live at once, hp_unit_layout), the
  * convolution workspace and a scratch tensor. Nothing is allocated in forward, backward or
- * update.
+ * update. The planner's memory model (launcher/cost.h) predicts these bytes exactly.
  *
  * Parameters are laid out unit after unit (a unit's block is contiguous), each op's weights
  * then its bias (or batch norm gamma then beta), in model order; so the parameters of units
@@ -30,7 +32,7 @@ struct hp_net_config {
 struct hp_net_memory {
     size_t params, grads, momentum, state; /* state: batch norm running statistics */
     size_t activations;                    /* all slots */
-    size_t act_grads;                      /* one set */
+    size_t act_grads;                      /* the gradient buffers, shared by liveness */
     size_t workspace, scratch, other;      /* other: batch norm saves, dropout masks, labels */
     size_t total;                          /* the one allocation */
 };
@@ -43,6 +45,11 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
                   const struct hp_net_config *cfg, struct hp_net **out);
 void hp_net_destroy(struct hp_net *net);
 
+/* The bytes hp_net_create would allocate, by purpose, without allocating them (the backend's
+ * convolutions are created, for their workspace, and destroyed). 0 or a negative code. */
+int hp_net_plan_memory(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
+                       const struct hp_net_config *cfg, struct hp_net_memory *out);
+
 /* Deterministic initialisation from `seed`: conv and linear weights He-uniform
  * (bound sqrt(6 / fan_in)), biases uniform in +-1/sqrt(fan_in), batch norm gamma 1, beta 0,
  * running mean 0 and variance 1; momentum zero. Each unit's values depend only on
@@ -51,8 +58,9 @@ int hp_net_init_params(struct hp_net *net, uint64_t seed);
 
 /* Device buffers. Input of a slot: [batch, input shape of unit u0]; output of a slot:
  * [batch, output shape of unit u1 - 1]; the gradient of the output, written by the caller
- * (or by hp_net_loss) before backward; the gradient of the input (NULL unless
- * need_input_grad). */
+ * (or by hp_net_loss) before backward (which may overwrite it: its buffer is shared with
+ * other gradients); the gradient of the input (NULL unless need_input_grad; a buffer of its
+ * own, valid from the end of backward until the next backward). */
 float *hp_net_input(struct hp_net *net, int slot);
 float *hp_net_output(struct hp_net *net, int slot);
 float *hp_net_output_grad(struct hp_net *net);
@@ -105,7 +113,10 @@ struct hp_net_profile {
 void hp_net_set_profile(struct hp_net *net, struct hp_net_profile *prof);
 
 /* Per-op device pointers for tests: the activation (slot) and gradient buffers of the
- * net-global tensor `t` (0 = input; op i's output is tensor i + 1 in net order). */
+ * net-global tensor `t` (0 = input; op i's output is tensor i + 1 in net order). A tensor an
+ * in-place op overwrote shares that op's output buffer, and gradient buffers are shared by
+ * tensors not live at once: after backward only the input's gradient is sure to hold its
+ * own values. */
 int hp_net_ntensors(const struct hp_net *net);
 float *hp_net_tensor(struct hp_net *net, int slot, int t);
 float *hp_net_tensor_grad(struct hp_net *net, int t);

@@ -199,7 +199,7 @@ teardown() {
     [ "$status" -eq 1 ]
     [[ "$output" == *"$TMP/none.conf"* ]]
     printf '[cluster]\nname = tiny\n[n1]\ngpus = rtx2060:1\n' > "$TMP/t.ini"
-    run "$HETPIPE" plan --cluster "$TMP/t.ini" --model vgg19 --policy np
+    run "$HETPIPE" plan --cluster "$TMP/t.ini" --model vgg19 --policy np --batch 64
     [ "$status" -eq 1 ]
     [[ "$output" == *"does not fit"*"rtx2060"*"GiB"* ]]
 }

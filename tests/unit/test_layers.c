@@ -424,6 +424,141 @@ START_TEST(grad_small_cnn)
 }
 END_TEST
 
+START_TEST(grad_residual_chain)
+{
+    /* units enough for gradients to go through both boundary buffers and every unit's inner
+     * region (shared by liveness), with ReLU and add in place and skip connections
+     * accumulating */
+    const struct spec s[] = {
+        {.kind = K_CONV, .filters = 4, .kernel = 3, .stride = 1, .pad = 1, .bn = 1, .relu = 1},
+        {.kind = K_RELU},
+        {.kind = K_BOTTLENECK, .filters = 2, .stride = 1},
+        {.kind = K_BASIC, .filters = 4, .stride = 2},
+        {.kind = K_GAP},
+        {.kind = K_LINEAR, .filters = 3, .bias = 1},
+    };
+    gradcheck(SHAPE(2, 6, 6), s, 6);
+}
+END_TEST
+
+/* Which ops write over their input (hp_unit_inplace), and the layout that follows. */
+START_TEST(inplace_rules)
+{
+    const struct spec s[] = {
+        {.kind = K_CONV, .filters = 4, .kernel = 3, .stride = 1, .pad = 1, .bn = 1, .relu = 1},
+        {.kind = K_BOTTLENECK, .filters = 2, .stride = 2},
+        {.kind = K_BOTTLENECK, .filters = 2, .stride = 1},
+        {.kind = K_RELU},
+        {.kind = K_LINEAR, .filters = 3, .bias = 1, .relu = 1},
+    };
+    /* conv, bn, relu over the bn's output */
+    static const int want0[] = {-1, -1, 2};
+    /* bottleneck with projection: the ReLUs over the batch norms, the add over the main
+     * branch's batch norm (8), the last ReLU over the add */
+    static const int want1[] = {-1, -1, 2, -1, -1, 5, -1, -1, -1, -1, 8, 11};
+    /* identity shortcut: the add cannot write over the block's input (0) */
+    static const int want2[] = {-1, -1, 2, -1, -1, 5, -1, -1, 8, 9};
+    const int *want[] = {want0, want1, want2, (const int[]){-1}, (const int[]){-1, 1}};
+    struct hp_model *m = make_model(SHAPE(2, 8, 8), s, 5);
+
+    for (int u = 0; u < m->nunits; u++) {
+        const struct hp_unit *un = &m->units[u];
+        struct hp_unit_layout l;
+        size_t owned = 0;
+        hp_unit_layout(un, 3, HP_ALIGN, &l);
+        for (int i = 0; i < un->nops; i++) {
+            const int over = hp_unit_inplace(un, i);
+            const size_t bytes =
+                hp_align_up(3 * hp_shape_size(un->ops[i].out_shape) * sizeof(float), HP_ALIGN);
+            ck_assert_msg(over == want[u][i], "unit %d op %d: %d, not %d", u, i, over, want[u][i]);
+            if (over > 0)
+                ck_assert_uint_eq(l.act_off[i + 1], l.act_off[over]);
+            else
+                owned += bytes;
+        }
+        ck_assert_uint_eq(l.acts, owned);
+    }
+    /* gradients along the in-place chains share buffers; the bottleneck's last chain (its
+     * third batch norm, the add, the ReLU) ends in the unit's output buffer */
+    struct hp_unit_layout l;
+    hp_unit_layout(&m->units[1], 3, HP_ALIGN, &l);
+    ck_assert_int_eq(l.grad_root[2], 3);
+    ck_assert_int_eq(l.grad_root[5], 6);
+    ck_assert_int_eq(l.grad_root[8], 12);
+    ck_assert_int_eq(l.grad_root[11], 12);
+    ck_assert_int_eq(l.grad_root[10], 10);
+    ck_assert_uint_eq(l.grad_off[2], l.grad_off[3]);
+    hp_model_destroy(m);
+
+    /* by hand: a ReLU after a max pooling or a ReLU (their backward reads their output), and
+     * over a tensor with another reader, stays out of place */
+    struct hp_unit u;
+    const struct hp_op pool = {.type = HP_OP_MAXPOOL, .kernel = 2, .stride = 2};
+    const struct hp_op relu = {.type = HP_OP_RELU}, add = {.type = HP_OP_ADD};
+    hp_unit_init(&u, "hand", "test", SHAPE(2, 4, 4));
+    ck_assert_int_eq(hp_unit_add_op(&u, &pool, 0, -1), 1);
+    ck_assert_int_eq(hp_unit_add_op(&u, &relu, 1, -1), 2);
+    ck_assert_int_eq(hp_unit_add_op(&u, &relu, 2, -1), 3);
+    ck_assert_int_eq(hp_unit_add_op(&u, &add, 3, 2), 4);
+    ck_assert_int_eq(hp_unit_finish(&u), 0);
+    for (int i = 0; i < u.nops; i++)
+        ck_assert_int_eq(hp_unit_inplace(&u, i), -1);
+}
+END_TEST
+
+/* Replays a unit's backward pass on its gradient layout: whenever two gradients are live at
+ * once (written and not yet read by their producer), their buffers are the same (an in-place
+ * chain) or do not overlap. */
+static void check_grad_layout(const struct hp_unit *u, int batch, size_t align)
+{
+    struct hp_unit_layout l;
+    int live[HP_UNIT_MAX_OPS + 1] = {0};
+    size_t bytes[HP_UNIT_MAX_OPS + 1];
+    const int n = u->nops;
+
+    hp_unit_layout(u, batch, align, &l);
+    for (int t = 1; t <= n; t++)
+        bytes[t] = hp_align_up((size_t)batch * hp_shape_size(u->ops[t - 1].out_shape) * 4, align);
+    live[n] = 1; /* the output's, in its own buffer */
+    for (int i = n - 1; i >= 0; i--) {
+        for (int j = 0; j < 2; j++)
+            if (u->ops[i].in[j] > 0)
+                live[u->ops[i].in[j]] = 1;
+        for (int a = 1; a < n; a++) {
+            if (!live[a] || l.grad_root[a] == n)
+                continue;
+            ck_assert_uint_le(l.grad_off[a] + bytes[a], l.grads);
+            for (int b = a + 1; b <= n; b++) {
+                if (!live[b] || l.grad_root[a] == l.grad_root[b])
+                    continue;
+                ck_assert_msg(l.grad_root[b] == n || l.grad_off[a] + bytes[a] <= l.grad_off[b] ||
+                                  l.grad_off[b] + bytes[b] <= l.grad_off[a],
+                              "unit %s, op %d: gradients of %d and %d overlap", u->name, i, a, b);
+            }
+        }
+        live[i + 1] = 0; /* read by its producer */
+    }
+}
+
+START_TEST(grad_layout_liveness)
+{
+    static const char *const models[] = {"cnn", "vgg19", "resnet152",
+                                         "tests/models/resnet-mini.ini"};
+    int units = 0;
+
+    for (int i = 0; i < 4; i++) {
+        struct hp_model *m;
+        ck_assert_int_eq(hp_model_load(models[i], &m), 0);
+        for (int u = 0; u < m->nunits; u++, units++) {
+            check_grad_layout(&m->units[u], 1, 1);
+            check_grad_layout(&m->units[u], 3, HP_ALIGN);
+        }
+        hp_model_destroy(m);
+    }
+    ck_assert_int_gt(units, 80);
+}
+END_TEST
+
 /* softmax cross-entropy: dlogits against finite differences of the mean loss */
 START_TEST(grad_softmax_xent)
 {
@@ -647,9 +782,12 @@ Suite *suite_layers(void)
     tcase_add_test(g, grad_bottleneck_projection);
     tcase_add_test(g, grad_bottleneck_identity);
     tcase_add_test(g, grad_small_cnn);
+    tcase_add_test(g, grad_residual_chain);
     tcase_add_test(g, grad_softmax_xent);
     suite_add_tcase(s, g);
     tcase_add_test(o, sgd_rule);
+    tcase_add_test(o, inplace_rules);
+    tcase_add_test(o, grad_layout_liveness);
     tcase_add_test(o, batchnorm_running_stats);
     tcase_add_test(o, conv_against_direct);
     tcase_add_test(o, conv_weight_grad_groups);

@@ -1,10 +1,12 @@
 /* test_partition.c - the planner's partitioner against exhaustive search, and its memory
- * guarantee, on random small instances. */
+ * guarantee, on random small instances; its memory model against the runtime's nets. */
 #include "suites.h"
 #include "util.h"
 
+#include "backend.h"
 #include "cost.h"
 #include "error.h"
+#include "net.h"
 #include "partition.h"
 #include "rng.h"
 
@@ -265,6 +267,91 @@ START_TEST(refuses_what_fits_nowhere)
 }
 END_TEST
 
+/* The planner's memory of a net (hp_cost_net_memory) is the runtime's allocation to the byte
+ * (CPU backend): every unit range of the shipped models and the test models with residual
+ * blocks, at several minibatch sizes, slot counts, with and without the input's gradient;
+ * on real nets for the small models. */
+START_TEST(memory_matches_runtime)
+{
+    static const char *const models[] = {"cnn",
+                                         "mlp",
+                                         "vgg19",
+                                         "resnet152",
+                                         "tests/models/resnet-mini.ini",
+                                         "tests/models/mlp-plain.ini"};
+    static const int batches[] = {1, 3, 32};
+    struct hp_gpudb db;
+    struct hp_gpu_type types[NTYPES];
+    struct hp_backend *be;
+    long checked = 0;
+
+    make_db(&db, types, 1, 16.0);
+    ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+    for (size_t mi = 0; mi < sizeof(models) / sizeof(models[0]); mi++) {
+        struct hp_model *m;
+        ck_assert_int_eq(hp_model_load(models[mi], &m), 0);
+        const int small = m->input.h <= 32;
+        for (size_t bi = 0; bi < sizeof(batches) / sizeof(batches[0]); bi++) {
+            struct hp_cost c;
+            ck_assert_int_eq(hp_cost_init(&c, m, &db, batches[bi]), 0);
+            for (int u0 = 0; u0 < m->nunits; u0++) {
+                for (int u1 = u0 + 1; u1 <= m->nunits; u1++) {
+                    const int nslots = 1 + (u0 + u1) % 3, ig = (u0 * 7 + u1) % 2;
+                    const struct hp_net_config cfg = {batches[bi], nslots, ig};
+                    struct hp_net_memory mem, real;
+                    ck_assert_int_eq(hp_net_plan_memory(be, m, u0, u1, &cfg, &mem), 0);
+                    ck_assert_msg((double)mem.total == hp_cost_net_memory(&c, u0, u1, nslots, ig),
+                                  "%s [%d, %d) batch %d slots %d input grad %d: runtime %zu, "
+                                  "planner %.0f",
+                                  m->name, u0, u1, batches[bi], nslots, ig, mem.total,
+                                  hp_cost_net_memory(&c, u0, u1, nslots, ig));
+                    /* the stage adds nslots - 1 stashed parameter versions */
+                    ck_assert_double_eq(hp_cost_stage_memory(&c, u0, u1, nslots, !ig),
+                                        (double)mem.total + (nslots - 1) * (double)mem.params);
+                    if (small && batches[bi] <= 3) {
+                        struct hp_net *net;
+                        ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
+                        hp_net_memory(net, &real);
+                        ck_assert_int_eq(real.total, mem.total);
+                        hp_net_destroy(net);
+                    }
+                    checked++;
+                }
+            }
+            hp_cost_release(&c);
+        }
+        hp_model_destroy(m);
+    }
+    ck_assert_int_gt(checked, 5000);
+    hp_backend_destroy(be);
+}
+END_TEST
+
+/* Memory at PyTorch's level: ResNet-152 at 224 x 224 trains in at most 211 MiB per sample
+ * (PyTorch's figure; 610 MiB before activation gradients were shared and ReLU and add ran in
+ * place), VGG-19 in at most 110 MiB (251 before). */
+START_TEST(memory_per_sample)
+{
+    static const char *const models[] = {"resnet152", "vgg19"};
+    static const double limit_mib[] = {211.0, 110.0};
+    struct hp_backend *be;
+
+    ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+    for (int i = 0; i < 2; i++) {
+        struct hp_model *m;
+        struct hp_net_memory m4, m8;
+        const struct hp_net_config c4 = {4, 1, 0}, c8 = {8, 1, 0};
+        ck_assert_int_eq(hp_model_load(models[i], &m), 0);
+        ck_assert_int_eq(hp_net_plan_memory(be, m, 0, m->nunits, &c4, &m4), 0);
+        ck_assert_int_eq(hp_net_plan_memory(be, m, 0, m->nunits, &c8, &m8), 0);
+        const double per = (double)(m8.total - m4.total) / 4.0 / 1048576.0;
+        ck_assert_msg(per <= limit_mib[i], "%s: %.1f MiB per sample", models[i], per);
+        hp_model_destroy(m);
+    }
+    hp_backend_destroy(be);
+}
+END_TEST
+
 Suite *suite_partition(void)
 {
     Suite *s = suite_create("partition");
@@ -274,6 +361,8 @@ Suite *suite_partition(void)
     tcase_add_test(t, partition_is_optimal);
     tcase_add_test(t, plans_fit_memory);
     tcase_add_test(t, refuses_what_fits_nowhere);
+    tcase_add_test(t, memory_matches_runtime);
+    tcase_add_test(t, memory_per_sample);
     suite_add_tcase(s, t);
     return s;
 }
