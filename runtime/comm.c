@@ -692,19 +692,23 @@ static int abandon_recv(struct hp_comm *comm, void *req, int sender)
     return 0;
 }
 
-/* The deadline for the data of a probed message announced just now: the caller's, but at
- * least the time its bytes take at a slow rate (DATA_MIN_MS + DATA_MIN_BYTES_PER_MS), the
- * latter never more than the rank's --timeout. A caller that waits on a deadline of its own
- * (a PS shard refusing stale pulls) is back at it soon after, also when the sender stopped
- * midway through a large message. */
+/* The deadline for the data of a probed message announced just now: the caller's, but no
+ * later than the rank's --timeout (a sender silent that long in the middle of a message has
+ * stopped, whatever the caller would wait for a new one) and no sooner than its bytes take at
+ * a slow rate (DATA_MIN_MS + DATA_MIN_BYTES_PER_MS). A caller that waits on a deadline of its
+ * own (a PS shard refusing stale pulls) is back at it soon after, and one that waits long
+ * learns within --timeout that the sender stopped midway. */
 static int64_t data_deadline(const struct hp_comm *comm, int64_t deadline,
                              const ucp_tag_recv_info_t *info)
 {
-    double need = DATA_MIN_MS + (double)info->length / DATA_MIN_BYTES_PER_MS;
-    if (need > comm->stop_limit_ms)
-        need = comm->stop_limit_ms;
-    const int64_t floor = now_ms() + (int64_t)need;
-    return deadline > floor ? deadline : floor;
+    const int64_t now = now_ms();
+    const int64_t need =
+        now + DATA_MIN_MS + (int64_t)((double)info->length / DATA_MIN_BYTES_PER_MS);
+    const int64_t limit = now + comm->stop_limit_ms;
+
+    if (deadline > limit)
+        deadline = limit;
+    return deadline > need ? deadline : need;
 }
 
 /* A received message (its completion status and tag info) checked: its length, its header

@@ -478,6 +478,38 @@ static int timeline_open(struct shard *sh, const struct hp_cluster *cl, const st
     return sh->tl ? 0 : -HP_ENOMEM;
 }
 
+/* After a receive that timed out: a worker that stopped in the middle of a push (the comm
+ * blames the sender of a message that stopped arriving). Every waiting pull is refused naming
+ * its VW, and the shard fails naming it too. 1 if so. */
+static int stalled_push(struct shard *sh, const struct hp_cluster *cl, const struct hp_gpudb *db)
+{
+    const int workers = hp_plan_first_shard(sh->plan);
+    char why[128], role[256] = "?";
+    const int r = hp_comm_blame(sh->comm, why, sizeof(why));
+    const int ci = r >= 0 && r < workers ? sh->client_of[r] : -1;
+
+    if (ci < 0)
+        return 0;
+    const int v = sh->clients[ci].v;
+    hp_plan_describe_rank(sh->plan, cl, db, r, role, sizeof(role));
+    hp_error("PS shard rank %d: a push stopped arriving midway: vw %d (rank %d: %s) stopped "
+             "pushing",
+             sh->rank, v, r, role);
+    for (int i = 0; i < sh->nclients; i++) {
+        struct client *c = &sh->clients[i];
+        const struct hp_msg_header h = {.type = HP_MSG_PULL,
+                                        .vw = c->v,
+                                        .stage = c->s,
+                                        .minibatch = c->wave,
+                                        .clock = v,
+                                        .payload_bytes = 0};
+        if (c->pending && c->rank != r)
+            (void)hp_comm_send(sh->comm, c->rank, &h, NULL, sh->timeout_ms);
+        c->pending = 0;
+    }
+    return 1;
+}
+
 int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const struct hp_gpudb *db,
               const struct hp_model *model, int rank, struct hp_comm *comm,
               const struct hp_options *o, int wait_ms, int *stopped)
@@ -519,6 +551,8 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
     for (int left = workers; left > 0 && !rc;) {
         struct hp_msg_header h;
         rc = hp_comm_recv(comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap, recv_wait(&sh));
+        if (rc == -HP_ETIMEOUT && stalled_push(&sh, cl, db))
+            break;
         if (rc == -HP_ETIMEOUT && refuse_stale(&sh, cl, db))
             break;
         /* the receive's clock may end a hair before 0.9 x wait_ms on hp_now_s's: a pull is
