@@ -323,6 +323,21 @@ static int recv_wait(const struct shard *sh)
     return left > 0.0 ? (int)(left * 1000.0) + 1 : 0;
 }
 
+/* Refuse client c's waiting pull: a PULL reply without payload whose clock names the VW `late`
+ * that did not push (its worker says so and fails). */
+static void refuse_pull(struct shard *sh, struct client *c, int late)
+{
+    const struct hp_msg_header h = {.type = HP_MSG_PULL,
+                                    .vw = c->v,
+                                    .stage = c->s,
+                                    .minibatch = c->wave,
+                                    .clock = late,
+                                    .payload_bytes = 0};
+
+    (void)hp_comm_send(sh->comm, c->rank, &h, NULL, sh->timeout_ms);
+    c->pending = 0;
+}
+
 /* Once a pull has waited 0.9 x wait_ms, refuse it and every other waiting pull: each worker
  * learns which VW did not push (a PULL reply without payload, clock = that VW), and the shard
  * fails naming it (rank, role, node, GPU). 1 if it did. */
@@ -346,12 +361,6 @@ static int refuse_stale(struct shard *sh, const struct hp_cluster *cl, const str
         for (int x = sh->nvws - 1; x >= 0; x--)
             if (mm[2 * x] < c->thr[x])
                 late = x;
-        const struct hp_msg_header h = {.type = HP_MSG_PULL,
-                                        .vw = c->v,
-                                        .stage = c->s,
-                                        .minibatch = c->wave,
-                                        .clock = late,
-                                        .payload_bytes = 0};
         hp_plan_describe_rank(sh->plan, cl, db, hp_plan_stage_rank(sh->plan, late, 0), role,
                               sizeof(role));
         hp_error("PS shard rank %d: the pull of vw %d stage %d for wave %ld waited %.0f s for vw "
@@ -359,8 +368,7 @@ static int refuse_stale(struct shard *sh, const struct hp_cluster *cl, const str
                  "pushing",
                  sh->rank, c->v, c->s, c->wave, now - c->t_req, late, mm[2 * late], c->thr[late],
                  late, hp_plan_stage_rank(sh->plan, late, 0), role);
-        (void)hp_comm_send(sh->comm, c->rank, &h, NULL, sh->timeout_ms);
-        c->pending = 0;
+        refuse_pull(sh, c, late);
     }
     return 1;
 }
@@ -495,18 +503,9 @@ static int stalled_push(struct shard *sh, const struct hp_cluster *cl, const str
     hp_error("PS shard rank %d: a push stopped arriving midway: vw %d (rank %d: %s) stopped "
              "pushing",
              sh->rank, v, r, role);
-    for (int i = 0; i < sh->nclients; i++) {
-        struct client *c = &sh->clients[i];
-        const struct hp_msg_header h = {.type = HP_MSG_PULL,
-                                        .vw = c->v,
-                                        .stage = c->s,
-                                        .minibatch = c->wave,
-                                        .clock = v,
-                                        .payload_bytes = 0};
-        if (c->pending && c->rank != r)
-            (void)hp_comm_send(sh->comm, c->rank, &h, NULL, sh->timeout_ms);
-        c->pending = 0;
-    }
+    for (int i = 0; i < sh->nclients; i++)
+        if (sh->clients[i].pending && sh->clients[i].rank != r)
+            refuse_pull(sh, &sh->clients[i], v);
     return 1;
 }
 

@@ -57,6 +57,39 @@ submit() {
     [ -n "$job" ] && [ -f "$out" ] && cat "$out"
 }
 
+# start_training: submit cnn-ed-local.sbatch for 50 epochs (it runs until stopped), wait until
+# the ranks train (progress lines, at most 60 s); sets $job and $out
+start_training() {
+    run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
+        "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
+    echo "$output"
+    [ "$status" -eq 0 ]
+    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
+    out="job-$job.out"
+    local i=0
+    until grep -q "^epoch 1/50 step" "$out" 2> /dev/null; do
+        [ $i -lt 600 ] || { cat "$out"; false; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
+# wait_gone [PID]: wait at most 10 s until no process of job $job is left (and PID has
+# ended); sets $ms, the milliseconds since $t0
+wait_gone() {
+    local i=0
+    while pgrep -f "hetpipe-$job/" > /dev/null || { [ -n "${1:-}" ] && kill -0 "$1" 2> /dev/null; }; do
+        if [ $i -ge 100 ]; then
+            pgrep -af "hetpipe-$job/"
+            cat "$out"
+            false
+        fi
+        sleep 0.1
+        i=$((i + 1))
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+}
+
 # plan_rows FILE: the stage rows of the plan table, "node type" per line
 plan_rows() {
     awk '/^VW [0-9]+:/ { in_vw = 1; next } in_vw && $1 ~ /^[0-9]+$/ && NF >= 8 { print $2, $4 }
@@ -203,18 +236,7 @@ type_of() {
 }
 
 @test "a node's tasks killed: the job ends within 10 s and leaves no hetpipe process" {
-    run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
-        "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
-    echo "$output"
-    [ "$status" -eq 0 ]
-    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
-    out="job-$job.out"
-    i=0
-    until grep -q "^epoch 1/50 step" "$out" 2> /dev/null; do
-        [ $i -lt 600 ] || { cat "$out"; false; }
-        sleep 0.1
-        i=$((i + 1))
-    done
+    start_training
     # node3's ranks (its GPU's stage and its PS shard), as a lost node would lose them
     victims=""
     for p in $(pgrep -f "hetpipe-rank --plan $BATS_TEST_TMPDIR/hetpipe-$job/"); do
@@ -225,49 +247,19 @@ type_of() {
     t0=$(date +%s%N)
     # shellcheck disable=SC2086
     kill -9 $victims
-    i=0
-    while pgrep -f "hetpipe-$job/" > /dev/null; do
-        if [ $i -ge 100 ]; then
-            pgrep -af "hetpipe-$job/"
-            false
-        fi
-        sleep 0.1
-        i=$((i + 1))
-    done
-    ms=$((($(date +%s%N) - t0) / 1000000))
+    wait_gone
     cat "$out"
     echo "# node3's tasks killed: no process of job $job left after $ms ms" >&3
     grep -q "node3: task.*Killed" "$out"
 }
 
 @test "scancel of a running training job leaves no hetpipe process within 10 s" {
-    run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
-        "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
-    echo "$output"
-    [ "$status" -eq 0 ]
-    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
-    out="job-$job.out"
-    # wait until the ranks train (progress lines), at most 60 s
-    i=0
-    until grep -q "^epoch 1/50 step" "$out" 2> /dev/null; do
-        [ $i -lt 600 ] || { cat "$out"; false; }
-        sleep 0.1
-        i=$((i + 1))
-    done
+    start_training
     # every process of this job names its run directory (srun and the ranks)
     pgrep -f "hetpipe-$job/" > /dev/null
     t0=$(date +%s%N)
     scancel "$job"
-    i=0
-    while pgrep -f "hetpipe-$job/" > /dev/null; do
-        if [ $i -ge 100 ]; then
-            pgrep -af "hetpipe-$job/"
-            false
-        fi
-        sleep 0.1
-        i=$((i + 1))
-    done
-    ms=$((($(date +%s%N) - t0) / 1000000))
+    wait_gone
     echo "# scancel: no process of job $job left after $ms ms" >&3
     ! pgrep -f "hetpipe-rank --plan $BATS_TEST_TMPDIR" > /dev/null
 }
@@ -342,17 +334,7 @@ type_of() {
 }
 
 @test "a signal sent to hetpipe launch itself is passed on to srun: the job ends within 10 s, with its report" {
-    run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
-        "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
-    [ "$status" -eq 0 ]
-    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
-    out="job-$job.out"
-    i=0
-    until grep -q "^epoch 1/50 step" "$out" 2> /dev/null; do
-        [ $i -lt 600 ] || { cat "$out"; false; }
-        sleep 0.1
-        i=$((i + 1))
-    done
+    start_training
     # hetpipe launch is srun's parent
     srun_pid=$(pgrep -f "srun .*hetpipe-$job/" | head -1)
     [ -n "$srun_pid" ]
@@ -360,17 +342,7 @@ type_of() {
     grep -q launch "/proc/$launch_pid/cmdline"
     t0=$(date +%s%N)
     kill -TERM "$launch_pid"
-    i=0
-    while pgrep -f "hetpipe-$job/" > /dev/null || kill -0 "$launch_pid" 2> /dev/null; do
-        if [ $i -ge 100 ]; then
-            pgrep -af "hetpipe-$job/"
-            cat "$out"
-            false
-        fi
-        sleep 0.1
-        i=$((i + 1))
-    done
-    ms=$((($(date +%s%N) - t0) / 1000000))
+    wait_gone "$launch_pid"
     echo "# SIGTERM to hetpipe launch: no process of job $job left after $ms ms" >&3
     cat "$out"
     grep -q "^launch: signal 15 (Terminated) from process [0-9]*: passed on to srun" "$out"

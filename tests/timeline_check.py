@@ -28,30 +28,25 @@ def fail(msg):
     fails.append(msg)
 
 
-def stats_of(run_dir):
-    out = {}
-    for path in glob.glob(os.path.join(run_dir, "stats.*")):
-        kv = {}
-        with open(path) as f:
-            for line in f:
-                if " = " in line:
-                    k, v = line.rstrip("\n").split(" = ", 1)
-                    kv[k] = v
-        out[int(kv["rank"])] = kv
-    return out
+def keys_of(path):
+    """The "key = value" lines of a stats file or of a timeline part's header."""
+    kv = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("kind,"):
+                break
+            if " = " in line:
+                k, v = line.rstrip("\n").split(" = ", 1)
+                kv[k] = v
+    return kv
 
 
-def parts_of(run_dir):
+def by_rank(run_dir, prefix):
     out = {}
-    for path in glob.glob(os.path.join(run_dir, "timeline.*")):
-        kv = {}
-        with open(path) as f:
-            for line in f:
-                if line.startswith("kind,"):
-                    break
-                if " = " in line:
-                    k, v = line.rstrip("\n").split(" = ", 1)
-                    kv[k] = v
+    for path in glob.glob(os.path.join(run_dir, prefix + ".*")):
+        if not path.rsplit(".", 1)[1].isdigit():
+            continue  # PREFIX.RANK only (timeline.json is the merged one)
+        kv = keys_of(path)
         out[int(kv["rank"])] = kv
     return out
 
@@ -168,7 +163,7 @@ def main(argv):
         return 2
     with open(argv[1]) as f:
         doc = json.load(f)
-    stats, parts = stats_of(argv[2]), parts_of(argv[2])
+    stats, parts = by_rank(argv[2], "stats"), by_rank(argv[2], "timeline")
     evs = check_structure(doc, parts)
     flows = check_flows(evs)
     count = check_counts(evs, stats)
