@@ -267,6 +267,18 @@ int hp_unit_finish(struct hp_unit *u)
         hp_unit_layout(u, 1, 1, &l);
         u->cost.grad_bytes = l.grads;
     }
+    for (int t = 0; t < u->nops; t++) {
+        int readers = 0, bn = 0;
+        for (int i = 0; i < u->nops; i++)
+            for (int j = 0; j < 2; j++)
+                if (u->ops[i].in[j] == t) {
+                    readers++;
+                    bn |= u->ops[i].type == HP_OP_BN;
+                }
+        const size_t b = hp_shape_size(hp_unit_tensor_shape(u, t)) * sizeof(float);
+        if ((readers >= 2 || (t == 0 && bn)) && b > u->cost.scratch_bytes)
+            u->cost.scratch_bytes = b;
+    }
     u->nparams = poff;
     u->nstate = soff;
     u->out = u->ops[u->nops - 1].out_shape;

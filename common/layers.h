@@ -80,6 +80,11 @@ struct hp_unit_cost {
     size_t grad_bytes;      /* the unit's inner activation gradients live at once (its input's
                                and output's excluded), as hp_unit_layout places them */
     size_t workspace_bytes; /* largest per-sample scratch of one op (CPU im2col) */
+    size_t scratch_bytes;   /* largest tensor whose gradient backward builds in a scratch
+                               buffer: one read by two ops (the second contribution is
+                               computed there, then added), or the unit's input read by a
+                               batch norm (its backward writes an input gradient even when
+                               nothing needs one) */
 };
 
 struct hp_unit {

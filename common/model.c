@@ -316,6 +316,8 @@ struct hp_unit_cost hp_model_cost(const struct hp_model *m, int u0, int u1)
         c.out_bytes = x->out_bytes;
         if (x->workspace_bytes > c.workspace_bytes)
             c.workspace_bytes = x->workspace_bytes;
+        if (x->scratch_bytes > c.scratch_bytes)
+            c.scratch_bytes = x->scratch_bytes;
     }
     return c;
 }

@@ -30,6 +30,7 @@
 
 static const char *const policy_words[] = {"auto", "np", "ed", "hd", "dp", NULL};
 static const char *const placement_words[] = {"default", "local", NULL};
+static const char *const recompute_words[] = {"auto", "never", "always", NULL};
 static const char *const schedule_words[] = {"cosine", "constant", NULL};
 static const char *const device_words[] = {"cpu", "cuda", "auto", NULL};
 static const struct hp_opt_special auto_zero[] = {{"auto", 0.0}, {NULL, 0.0}};
@@ -82,6 +83,17 @@ const struct hp_opt_info hp_opts[HP_OPT_COUNT] = {
                    .cmds = JOB_CMDS,
                    .offset = OFF(nm),
                    .help = "minibatches in flight per virtual worker"},
+    [HP_OPT_RECOMPUTE] = {.flag = "recompute",
+                          .env = "HETPIPE_RECOMPUTE",
+                          .plan_key = "recompute",
+                          .type = HP_OT_WORD,
+                          .arg = "auto|never|always",
+                          .words = recompute_words,
+                          .def = "auto",
+                          .cmds = JOB_CMDS | IN(TRAIN) | IN(TIME),
+                          .offset = OFF(recompute),
+                          .help = "recompute activations in backward instead of keeping them: "
+                                  "auto where a stage or Nm would not fit otherwise"},
     [HP_OPT_MODEL] = {.flag = "model",
                       .env = "HETPIPE_MODEL",
                       .plan_key = "model",

@@ -42,6 +42,7 @@ enum hp_opt {
     HP_OPT_PLACEMENT,
     HP_OPT_STALENESS,
     HP_OPT_NM,
+    HP_OPT_RECOMPUTE,
     HP_OPT_MODEL,
     HP_OPT_BATCH,
     HP_OPT_EPOCHS,
@@ -152,7 +153,7 @@ extern const struct hp_opt_info hp_opts[HP_OPT_COUNT];
 
 /* Every option's value (see the table for each one's type, limits and default). */
 struct hp_options {
-    long policy, placement, staleness, nm, batch, epochs, dry_run;
+    long policy, placement, staleness, nm, recompute, batch, epochs, dry_run;
     const char *model;
     const char *checkpoint_dir, *checkpoint_every, *resume, *timeline;
     long checkpoint_keep;

@@ -18,10 +18,16 @@ const char *hp_placement_name(enum hp_placement p)
     return hp_opt_word(HP_OPT_PLACEMENT, p);
 }
 
+const char *hp_recompute_name(enum hp_recompute r)
+{
+    return hp_opt_word(HP_OPT_RECOMPUTE, r);
+}
+
 void hp_plan_opts_from(struct hp_plan_opts *po, const struct hp_options *o)
 {
     *po = (struct hp_plan_opts){.policy = (enum hp_policy)o->policy,
                                 .placement = (enum hp_placement)o->placement,
+                                .recompute = (enum hp_recompute)o->recompute,
                                 .batch = (int)o->batch,
                                 .staleness = (int)o->staleness,
                                 .nm_max = (int)o->nm_max,
@@ -33,6 +39,7 @@ void hp_plan_opts_to(const struct hp_plan_opts *po, struct hp_options *o)
 {
     o->policy = po->policy;
     o->placement = po->placement;
+    o->recompute = po->recompute;
     o->batch = po->batch;
     o->staleness = po->staleness;
     o->nm_max = po->nm_max;

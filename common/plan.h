@@ -20,6 +20,7 @@
 /* In the order of their words in the options table (options.h), which parses them. */
 enum hp_policy { HP_POLICY_AUTO, HP_POLICY_NP, HP_POLICY_ED, HP_POLICY_HD, HP_POLICY_DP };
 enum hp_placement { HP_PLACEMENT_DEFAULT, HP_PLACEMENT_LOCAL };
+enum hp_recompute { HP_RECOMPUTE_AUTO, HP_RECOMPUTE_NEVER, HP_RECOMPUTE_ALWAYS };
 
 /* One stage: units [u0, u1) on cluster GPU `gpu`, with the planner's figures for one
  * minibatch on that GPU's type (from the cost model or a measured profile). The ranks pace
@@ -28,8 +29,9 @@ struct hp_stage_plan {
     int gpu;            /* index into the cluster's gpus */
     int u0, u1;         /* units [u0, u1) */
     int in_flight;      /* minibatches (and weight versions) kept */
+    int recompute;      /* the stage recomputes its activations in backward (runtime/net.h) */
     double fwd_s;       /* forward pass of the stage's units */
-    double bwd_s;       /* backward pass */
+    double bwd_s;       /* backward pass (with the recomputed forward pass, if recompute) */
     double send_s;      /* its output activation to the next stage (0 for the last) */
     double send_back_s; /* the gradient of its input to the previous stage (0 for the first) */
     double compute_s;   /* fwd_s + bwd_s */
@@ -49,10 +51,11 @@ struct hp_vw_plan {
 struct hp_plan_opts {
     enum hp_policy policy;
     enum hp_placement placement;
-    int batch;     /* minibatch per VW step */
-    int staleness; /* D >= 0 */
-    int nm_max;    /* upper bound of the Nm search (0: the VW's stage count) */
-    int nm_fixed;  /* > 0: use this Nm (0: auto) */
+    enum hp_recompute recompute; /* auto: only stages that would not fit otherwise */
+    int batch;                   /* minibatch per VW step */
+    int staleness;               /* D >= 0 */
+    int nm_max;                  /* upper bound of the Nm search (0: the VW's stage count) */
+    int nm_fixed;                /* > 0: use this Nm (0: auto) */
     uint64_t seed;
 };
 
@@ -77,6 +80,7 @@ struct hp_plan {
  * options table's (options.h). */
 const char *hp_policy_name(enum hp_policy p);
 const char *hp_placement_name(enum hp_placement p);
+const char *hp_recompute_name(enum hp_recompute r);
 
 /* The planning options of o (policy, placement, batch, staleness, nm, nm_max, seed), and
  * back (the other fields of o untouched). */

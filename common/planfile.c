@@ -116,10 +116,10 @@ int hp_planfile_write(FILE *f, const struct hp_plan *p, const struct hp_cluster 
                     "\n[vw.%d.stage.%d]\nrank = %d\nnode = %d\ndevice = %d\ntype = %s\n"
                     "first_unit = %d\nend_unit = %d\nin_flight = %d\nfwd_s = %.17g\n"
                     "bwd_s = %.17g\nsend_s = %.17g\nsend_back_s = %.17g\nmemory = %.17g\n"
-                    "capacity = %.17g\n",
+                    "capacity = %.17g\nrecompute = %d\n",
                     v, s, rank++, g->node, g->index, db->types[g->type].name, st->u0, st->u1,
                     st->in_flight, st->fwd_s, st->bwd_s, st->send_s, st->send_back_s, st->memory,
-                    st->capacity);
+                    st->capacity, st->recompute);
         }
     }
     for (int s = 0; s < p->nshards; s++)
@@ -161,6 +161,7 @@ static const char *const plan_keys[] = {"version",
                                         "model",
                                         "policy",
                                         "placement",
+                                        "recompute",
                                         "staleness",
                                         "nm",
                                         "nm_max",
@@ -181,8 +182,8 @@ static const char *const plan_keys[] = {"version",
 static const char *const node_keys[] = {"name", "gpus+", "devices+", NULL};
 static const char *const vw_keys[] = {"nm", "stages", "rate", "bottleneck_s", "round_s", NULL};
 static const char *const stage_keys[] = {
-    "rank",  "node",  "device", "type",        "first_unit", "end_unit", "in_flight",
-    "fwd_s", "bwd_s", "send_s", "send_back_s", "memory",     "capacity", NULL};
+    "rank",  "node",   "device",      "type",   "first_unit", "end_unit",  "in_flight", "fwd_s",
+    "bwd_s", "send_s", "send_back_s", "memory", "capacity",   "recompute", NULL};
 static const char *const ps_keys[] = {"rank", "node", NULL};
 
 #define BAD(...)                                                                                   \
@@ -247,7 +248,9 @@ static int read_options(struct reader *r)
     for (int i = 0; i < HP_OPT_COUNT; i++) {
         if (!hp_opts[i].plan_key)
             continue;
-        if (hp_ini_get_str(r->ini, "plan", hp_opts[i].plan_key, 1, NULL, &v))
+        /* recompute came later: a plan from before it has none, and no stage recomputes */
+        const int required = i != HP_OPT_RECOMPUTE;
+        if (hp_ini_get_str(r->ini, "plan", hp_opts[i].plan_key, required, hp_opts[i].def, &v))
             return -HP_ECONFIG;
         snprintf(what, sizeof(what), "%s: [plan]: %s", r->path, hp_opts[i].plan_key);
         if (hp_opt_set(&o, (enum hp_opt)i, what, v, NULL, 0, err, sizeof(err)))
@@ -414,6 +417,7 @@ static int read_stage(struct reader *r, int w, int s, int *next)
         get_int(r, sec, "first_unit", 0, r->p->nunits - 1, &st->u0) ||
         get_int(r, sec, "end_unit", 1, r->p->nunits, &st->u1) ||
         get_int(r, sec, "in_flight", 1, 1 << 20, &st->in_flight) ||
+        hp_ini_get_bool(r->ini, sec, "recompute", 0, 0, &st->recompute) ||
         get_dbl(r, sec, "fwd_s", &st->fwd_s) || get_dbl(r, sec, "bwd_s", &st->bwd_s) ||
         get_dbl(r, sec, "send_s", &st->send_s) ||
         get_dbl(r, sec, "send_back_s", &st->send_back_s) ||

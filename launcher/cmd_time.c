@@ -6,6 +6,7 @@
 #include "error.h"
 #include "model.h"
 #include "net.h"
+#include "plan.h"
 #include "rng.h"
 
 #include <stdio.h>
@@ -27,7 +28,10 @@ struct bench {
 
 static int bench_setup(const struct hp_options *o, struct bench *b)
 {
-    const struct hp_net_config cfg = {.batch = (int)o->batch, .nslots = 1, .need_input_grad = 0};
+    const struct hp_net_config cfg = {.batch = (int)o->batch,
+                                      .nslots = 1,
+                                      .need_input_grad = 0,
+                                      .recompute = o->recompute == HP_RECOMPUTE_ALWAYS};
     float *himg;
     int rc;
 

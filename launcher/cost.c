@@ -18,19 +18,6 @@ static void refresh(struct hp_cost *c, int type)
     }
 }
 
-/* The largest tensor of unit u, in bytes per sample (its input included). */
-static double unit_largest(const struct hp_unit *un)
-{
-    double big = (double)hp_shape_size(un->in) * sizeof(float);
-
-    for (int o = 0; o < un->nops; o++) {
-        const double t = (double)hp_shape_size(un->ops[o].out_shape) * sizeof(float);
-        if (t > big)
-            big = t;
-    }
-    return big;
-}
-
 /* bytes rounded up as the runtime rounds every buffer (hp_align_up), 0 staying 0. */
 static double aligned(double bytes)
 {
@@ -40,7 +27,7 @@ static double aligned(double bytes)
 /* Per-unit figures of the memory model at c->batch: prefix sums of parameter, state and slot
  * bytes, and each unit's aligned output, inner gradients and largest tensor. */
 struct unit_mem {
-    double *params, *state, *out, *inner, *largest; /* params, state: [n + 1] prefix sums */
+    double *params, *state, *out, *inner, *scratch; /* params, state: [n + 1] prefix sums */
 };
 
 /* Prefix sums and range tables of the memory model, at c->batch (see cost.h). 0 or
@@ -50,11 +37,15 @@ static int memory_tables(struct hp_cost *c)
     const struct hp_model *m = c->model;
     const int n = c->nunits;
     const double b = c->batch;
-    double *buf = calloc(5 * (size_t)n + 2, sizeof(double));
+    double *buf = calloc(5 * (size_t)n + 2, sizeof(double)),
+           *own = calloc((size_t)n, sizeof(double));
     struct unit_mem um = {buf, buf + n + 1, buf + 2 * n + 2, buf + 3 * n + 2, buf + 4 * n + 2};
 
-    if (!buf)
+    if (!buf || !own) {
+        free(buf);
+        free(own);
         return -HP_ENOMEM;
+    }
     for (int u = 0; u < n; u++) {
         const struct hp_unit *un = &m->units[u];
         struct hp_unit_layout l;
@@ -65,18 +56,23 @@ static int memory_tables(struct hp_cost *c)
         c->in_bytes[u] = aligned((double)hp_shape_size(un->in) * sizeof(float) * b);
         um.out[u] = aligned((double)hp_shape_size(un->out) * sizeof(float) * b);
         um.inner[u] = (double)l.grads;
-        um.largest[u] = unit_largest(un);
+        um.scratch[u] = (double)un->cost.scratch_bytes;
+        /* recomputation keeps the unit's output per slot; the rest goes to the work area */
+        c->p_bound[u + 1] = c->p_bound[u] + um.out[u];
+        own[u] = (double)(l.acts + l.extra) - um.out[u];
     }
     for (int u = 0; u < n; u++) {
         /* row u0 = u: over [u, v] for v >= u */
-        double ws = 0.0, tb = 0.0, ob = 0.0, ib = 0.0;
+        double ws = 0.0, tb = 0.0, ob = 0.0, ib = 0.0, wk = 0.0;
         for (int v = u; v < n; v++) {
             const double wv = (double)m->units[v].cost.workspace_bytes;
             const double p = um.params[v + 1] - um.params[u], st = um.state[v + 1] - um.state[u];
             ws = wv > ws ? wv : ws;
-            tb = um.largest[v] > tb ? um.largest[v] : tb;
+            tb = um.scratch[v] > tb ? um.scratch[v] : tb;
             ob = um.out[v] > ob ? um.out[v] : ob;
             ib = um.inner[v] > ib ? um.inner[v] : ib;
+            wk = own[v] > wk ? own[v] : wk;
+            c->work[(size_t)u * n + v] = wk;
             c->stash[(size_t)u * n + v] = aligned(p > 0.0 ? p : sizeof(float));
             /* the CPU backend's im2col works one image at a time; the CUDA backend caps
              * cuDNN's workspace at 256 MiB (backend_cuda.cuh) */
@@ -90,6 +86,7 @@ static int memory_tables(struct hp_cost *c)
         }
     }
     free(buf);
+    free(own);
     return 0;
 }
 
@@ -106,11 +103,13 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->prefix_fwd = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
     c->prefix_bwd = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
     c->p_slot = calloc((size_t)c->nunits + 1, sizeof(double));
+    c->p_bound = calloc((size_t)c->nunits + 1, sizeof(double));
+    c->work = calloc((size_t)c->nunits * c->nunits, sizeof(double));
     c->in_bytes = calloc((size_t)c->nunits, sizeof(double));
     c->fixed = calloc((size_t)c->nunits * c->nunits, sizeof(double));
     c->stash = calloc((size_t)c->nunits * c->nunits, sizeof(double));
     if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_slot || !c->in_bytes ||
-        !c->fixed || !c->stash) {
+        !c->fixed || !c->stash || !c->p_bound || !c->work) {
         hp_cost_release(c);
         return -HP_ENOMEM;
     }
@@ -143,8 +142,10 @@ void hp_cost_release(struct hp_cost *c)
     free(c->in_bytes);
     free(c->fixed);
     free(c->stash);
+    free(c->p_bound);
+    free(c->work);
     c->fwd_s = c->bwd_s = c->prefix_fwd = c->prefix_bwd = NULL;
-    c->p_slot = c->in_bytes = c->fixed = c->stash = NULL;
+    c->p_slot = c->in_bytes = c->fixed = c->stash = c->p_bound = c->work = NULL;
 }
 
 void hp_cost_set(struct hp_cost *c, int type, int unit, double fwd_s, double bwd_s)
@@ -183,18 +184,27 @@ double hp_cost_transfer(double bytes, double gbs, double lat_us)
     return bytes / (gbs * 1e9) + lat_us * 1e-6;
 }
 
-double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, int input_grad)
+double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, int input_grad,
+                          int recompute)
 {
     const double in = c->in_bytes[u0];
+    const size_t r = (size_t)u0 * c->nunits + (size_t)(u1 - 1);
+    const double acts = recompute ? nslots * (in + c->p_bound[u1] - c->p_bound[u0]) + c->work[r]
+                                  : nslots * (in + c->p_slot[u1] - c->p_slot[u0]);
 
-    return c->fixed[(size_t)u0 * c->nunits + (size_t)(u1 - 1)] +
-           nslots * (in + c->p_slot[u1] - c->p_slot[u0]) /* activations, extras */
-           + (input_grad ? in : 0.0);                    /* the input's gradient */
+    return c->fixed[r] + acts         /* activations, extras */
+           + (input_grad ? in : 0.0); /* the input's gradient */
 }
 
-double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first)
+double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
+                            int recompute)
 {
     /* in_flight - 1 stashed versions of the weights (schedule.c) */
-    return hp_cost_net_memory(c, u0, u1, in_flight, !first) +
+    return hp_cost_net_memory(c, u0, u1, in_flight, !first, recompute) +
            (in_flight - 1) * c->stash[(size_t)u0 * c->nunits + (size_t)(u1 - 1)];
+}
+
+double hp_cost_recompute_s(const struct hp_cost *c, int type, int u0, int u1, int recompute)
+{
+    return recompute ? hp_cost_stage_fwd(c, type, u0, u1) : 0.0;
 }

@@ -15,9 +15,13 @@
  *     largest unit output (one for a one-unit stage) and the largest unit's inner gradients
  *     live at once (hp_unit_layout)
  *   + the largest workspace (one image's im2col on the CPU, at most 256 MiB of cuDNN
- *     workspace on a GPU, where cuDNN's choice makes it a prediction) + a scratch tensor
+ *     workspace on a GPU, where cuDNN's choice makes it a prediction) + a scratch buffer
+ *     for second gradient contributions (hp_unit_cost.scratch_bytes)
  *   + the labels
  * every buffer rounded up to HP_ALIGN bytes.
+ * A stage that recomputes (net.h) keeps per minibatch only its input and each unit's output,
+ * and once the largest unit's inner activations and extras; its backward pass takes one more
+ * forward pass of its units.
  * All pure functions: no I/O.
  */
 #ifndef HP_COST_H
@@ -25,11 +29,13 @@
 
 #include "gpudb.h"
 #include "model.h"
+#include "plan.h"
 
 struct hp_cost {
     const struct hp_model *model;
     const struct hp_gpudb *db;
     int batch;
+    enum hp_recompute recompute; /* for the partitioner: auto (hp_cost_init's), never, always */
     int nunits, ntypes;
     double *fwd_s, *bwd_s; /* [ntypes x nunits], seconds per minibatch */
     double *prefix_fwd;    /* [ntypes x (nunits + 1)]: prefix sums of fwd_s */
@@ -41,6 +47,9 @@ struct hp_cost {
      * bytes of one stashed version of the parameters */
     double *p_slot, *in_bytes;
     double *fixed, *stash;
+    /* recomputation: prefix sums of a minibatch's unit outputs (aligned), and over unit
+     * ranges the largest unit's inner activations and extras (the work area) */
+    double *p_bound, *work;
 };
 
 /* Fill in roofline estimates for every (type, unit) at minibatch `batch`. Caller-owned struct;
@@ -65,12 +74,19 @@ double hp_cost_boundary_bytes(const struct hp_cost *c, int u);
 double hp_cost_transfer(double bytes, double gbs, double lat_us);
 
 /* Bytes a stage of units [u0, u1) needs with `in_flight` minibatches, as above. first: the
- * stage is a VW's first (its input gradient is not kept). */
-double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first);
+ * stage is a VW's first (its input gradient is not kept); recompute: the stage recomputes. */
+double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
+                            int recompute);
+
+/* The extra seconds per minibatch of recomputation on `type`: the units' forward pass again
+ * (0 when recompute is 0). */
+double hp_cost_recompute_s(const struct hp_cost *c, int type, int u0, int u1, int recompute);
 
 /* The bytes of the one allocation of a net of units [u0, u1) with `nslots` minibatches of
  * activations (hp_net_memory's total; the stage memory less the stashed parameters).
- * input_grad: the net keeps its input's gradient (need_input_grad). */
-double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, int input_grad);
+ * input_grad: the net keeps its input's gradient (need_input_grad); recompute as in
+ * hp_net_config. */
+double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, int input_grad,
+                          int recompute);
 
 #endif

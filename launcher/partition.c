@@ -56,6 +56,19 @@ static int in_flight(int nm, int k, int s)
     return m < 1 ? 1 : m;
 }
 
+int hp_partition_recompute(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
+                           double capacity)
+{
+    switch (c->recompute) {
+    case HP_RECOMPUTE_ALWAYS:
+        return 1;
+    case HP_RECOMPUTE_NEVER:
+        return 0;
+    default:
+        return hp_cost_stage_memory(c, u0, u1, in_flight, first, 0) > capacity;
+    }
+}
+
 int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,
                           struct hp_vw_plan *vw)
 {
@@ -68,15 +81,18 @@ int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,
     for (int s = 0; s < k; s++) {
         struct hp_stage_plan *st = &vw->stages[s];
         const int type = cl->gpus[st->gpu].type;
+        st->in_flight = in_flight(vw->nm, k, s);
+        st->capacity = capacity(cl, c, st->gpu);
+        st->recompute =
+            hp_partition_recompute(c, st->u0, st->u1, st->in_flight, s == 0, st->capacity);
         st->fwd_s = hp_cost_stage_fwd(c, type, st->u0, st->u1);
-        st->bwd_s = hp_cost_stage_bwd(c, type, st->u0, st->u1);
+        st->bwd_s = hp_cost_stage_bwd(c, type, st->u0, st->u1) +
+                    hp_cost_recompute_s(c, type, st->u0, st->u1, st->recompute);
         stage_sends(c, cl, order, k, s, st->u0, st->u1, &st->send_s, &st->send_back_s);
         st->compute_s = st->fwd_s + st->bwd_s;
         st->transfer_s = st->send_s + st->send_back_s;
         const double cost = st->compute_s + st->transfer_s;
-        st->in_flight = in_flight(vw->nm, k, s);
-        st->memory = hp_cost_stage_memory(c, st->u0, st->u1, st->in_flight, s == 0);
-        st->capacity = capacity(cl, c, st->gpu);
+        st->memory = hp_cost_stage_memory(c, st->u0, st->u1, st->in_flight, s == 0, st->recompute);
         if (st->memory > st->capacity)
             fits = 0;
         if (cost > bottleneck)
@@ -109,7 +125,8 @@ static double split(const struct hp_cost *c, const struct hp_cluster *cl, const 
         /* stage s ends at j, starts at i; leaves at least one unit per later stage */
         for (int j = s + 1; j <= U - (k - 1 - s); j++) {
             /* i from j - 1 down: the stage grows, so its compute time and its memory only
-             * grow; once either rules the stage out, every smaller i is ruled out too */
+             * grow; once either rules the stage out, every smaller i is ruled out too (the
+             * memory of a recomputing stage need not grow: its input may be smaller) */
             const int type = cl->gpus[order[s]].type;
             for (int i = j - 1; i >= s; i--) {
                 if (hp_cost_stage_time(c, type, i, j) >= best[s * (U + 1) + j])
@@ -117,12 +134,17 @@ static double split(const struct hp_cost *c, const struct hp_cluster *cl, const 
                 const double prev = s == 0 ? (i == 0 ? 0.0 : DBL_MAX) : best[(s - 1) * (U + 1) + i];
                 if (prev == DBL_MAX)
                     continue;
-                const double cost = hp_partition_stage_cost(c, cl, order, k, s, i, j);
+                const int r = hp_partition_recompute(c, i, j, m, s == 0, cap);
+                const double cost = hp_partition_stage_cost(c, cl, order, k, s, i, j) +
+                                    hp_cost_recompute_s(c, type, i, j, r);
                 const double b = cost > prev ? cost : prev;
                 if (b >= best[s * (U + 1) + j])
                     continue;
-                if (hp_cost_stage_memory(c, i, j, m, s == 0) > cap)
-                    break;
+                if (hp_cost_stage_memory(c, i, j, m, s == 0, r) > cap) {
+                    if (c->recompute == HP_RECOMPUTE_NEVER)
+                        break;
+                    continue;
+                }
                 best[s * (U + 1) + j] = b;
                 cut[s * (U + 1) + j] = i;
             }
@@ -230,7 +252,7 @@ static void no_fit_error(const struct hp_cost *c, const struct hp_cluster *cl, c
     int unit = 0, gpu = gpus[0];
 
     for (int u = 0; u < c->nunits; u++) {
-        double m = hp_cost_stage_memory(c, u, u + 1, 1, u == 0);
+        double m = hp_cost_stage_memory(c, u, u + 1, 1, u == 0, c->recompute != HP_RECOMPUTE_NEVER);
         if (m > need) {
             need = m;
             unit = u;

@@ -14,6 +14,10 @@
  * dynamic programme over (stage, last unit): O(k U^2). Orders: all distinct (type, node)
  * orders for VWs of up to HP_PARTITION_EXHAUSTIVE GPUs; beyond that a heuristic tries four
  * orders (fastest first, slowest first, and both with each node's GPUs kept together).
+ * A stage that would not fit its GPU keeping its activations may recompute them (cost.h),
+ * paying one more forward pass; with c->recompute auto the DP weighs that like any other
+ * cost, so a slower stage that fits may win over a recomputing one, and a larger Nm may
+ * become possible.
  * Nm is the smallest value in 1..nm_max whose rate is within the site's nm_tolerance
  * (c->db->nm_tolerance, [planner] in hetpipe.conf) of the best Nm's (less staleness for about
  * the same speed; 0: the smallest that reaches the best), or the fixed value asked for.
@@ -39,8 +43,14 @@ int hp_partition_vw(const struct hp_cost *c, const struct hp_cluster *cl, const 
 double hp_partition_stage_cost(const struct hp_cost *c, const struct hp_cluster *cl,
                                const int *order, int k, int s, int u0, int u1);
 
-/* Fill rate, bottleneck, round trip and in-flight counts of a VW whose stages (gpu, u0, u1)
- * and nm are set; returns 1 if every stage fits its GPU's memory, else 0. */
+/* Whether a stage of units [u0, u1) with `in_flight` minibatches recomputes on a GPU of
+ * `capacity` bytes under c->recompute: always, never, or (auto) when it would not fit
+ * otherwise. Its backward pass then costs one more forward pass (hp_cost_recompute_s). */
+int hp_partition_recompute(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
+                           double capacity);
+
+/* Fill rate, bottleneck, round trip, in-flight counts and recomputation of a VW whose stages
+ * (gpu, u0, u1) and nm are set; returns 1 if every stage fits its GPU's memory, else 0. */
 int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,
                           struct hp_vw_plan *vw);
 

@@ -102,6 +102,7 @@ int hp_job_plan(const struct hp_options *o, const struct hp_alloc *alloc, struct
         (rc = hp_model_load(o->model, &job->model)) ||
         (rc = hp_cost_init(&job->cost, job->model, &job->db, po.batch)))
         return rc;
+    job->cost.recompute = po.recompute;
     if (o->profile && (rc = hp_profile_apply(o->profile, &job->cost, &job->profiled)))
         return rc;
     if ((rc = hp_plan_compute(&job->cost, &job->cl, &po, &job->plan)) ||
@@ -129,18 +130,18 @@ static void print_vw(const struct hp_job *job, int v, FILE *f)
 
     fprintf(f, "\nVW %d: %d GPUs, Nm %d, %.1f images/s (slowest stage %.2f ms)\n", v, vw->nstages,
             vw->nm, vw->rate, 1e3 * vw->bottleneck_s);
-    fprintf(f, "  %-5s %-12s %-4s %-10s %-28s %10s %11s %16s\n", "stage", "node", "gpu", "type",
-            "units", "compute ms", "transfer ms", "memory GiB used/has");
+    fprintf(f, "  %-5s %-12s %-4s %-10s %-28s %10s %11s %16s  %s\n", "stage", "node", "gpu", "type",
+            "units", "compute ms", "transfer ms", "memory GiB used/has", "recompute");
     for (int s = 0; s < vw->nstages; s++) {
         const struct hp_stage_plan *st = &vw->stages[s];
         const struct hp_gpu *g = &cl->gpus[st->gpu];
         char units[64];
         snprintf(units, sizeof(units), "%d-%d %.11s..%.11s", st->u0, st->u1 - 1,
                  m->units[st->u0].name, m->units[st->u1 - 1].name);
-        fprintf(f, "  %-5d %-12s %-4d %-10s %-28s %10.2f %11.2f %8.2f / %-6.2f\n", s,
+        fprintf(f, "  %-5d %-12s %-4d %-10s %-28s %10.2f %11.2f %8.2f / %-6.2f  %s\n", s,
                 cl->nodes[g->node].name, g->index, job->db.types[g->type].name, units,
                 1e3 * st->compute_s, 1e3 * st->transfer_s, st->memory / 1073741824.0,
-                st->capacity / 1073741824.0);
+                st->capacity / 1073741824.0, st->recompute ? "yes" : "-");
     }
 }
 
@@ -155,8 +156,9 @@ void hp_job_print(const struct hp_job *job, FILE *f)
         fprintf(f, " (chose %s)",
                 p->grouping == HP_POLICY_AUTO ? "a speed-balanced grouping"
                                               : hp_policy_name(p->grouping));
-    fprintf(f, ", placement %s, staleness %d, minibatch %d\n", hp_placement_name(p->opts.placement),
-            p->opts.staleness, p->opts.batch);
+    fprintf(f, ", placement %s, staleness %d, minibatch %d, recompute %s\n",
+            hp_placement_name(p->opts.placement), p->opts.staleness, p->opts.batch,
+            hp_recompute_name(p->opts.recompute));
     for (int v = 0; v < p->nvws; v++)
         print_vw(job, v, f);
     if (p->nshards) {
@@ -224,7 +226,8 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         if (rc < 0)
             return rc;
         if (rc > 0) {
-            printf("%s: no checkpoint in %s: starting from the beginning\n", cmd, o->checkpoint_dir);
+            printf("%s: no checkpoint in %s: starting from the beginning\n", cmd,
+                   o->checkpoint_dir);
             o->resume = NULL;
             return 0;
         }
@@ -262,4 +265,3 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
     hp_ckpt_info_release(&ci);
     return 0;
 }
-

@@ -285,28 +285,22 @@ static double allreduce_time(const struct hp_cost *c, const struct hp_cluster *c
     return 2.0 * (n - 1) / n * bytes / (gbs * 1e9) + 2.0 * (n - 1) * lat * 1e-6;
 }
 
-static int plan_dp(const struct hp_cost *c, const struct hp_cluster *cl, struct hp_plan *p)
+/* The dp workers: every GPU that holds the whole model, recomputing where `allow` lets a GPU
+ * join that would not hold it otherwise (see hp_partition_recompute). Fills vws and use,
+ * returns their number and the predicted rate in *rate. */
+static int dp_workers(const struct hp_cost *c, const struct hp_cluster *cl, int allow,
+                      struct hp_vw_plan *vws, int *use, double *rate)
 {
-    int *use = malloc((size_t)cl->ngpus * sizeof(int)), n = 0, rc = 0;
     double slowest = 0.0;
+    int n = 0;
 
-    if (!use)
-        return -HP_ENOMEM;
-    p->vws = calloc((size_t)cl->ngpus, sizeof(*p->vws));
-    if (!p->vws) {
-        free(use);
-        return -HP_ENOMEM;
-    }
-    const double need = hp_cost_stage_memory(c, 0, c->nunits, 1, 1);
     for (int i = 0; i < cl->ngpus; i++) {
         const double cap = c->db->types[cl->gpus[i].type].memory_gib * 1073741824.0;
-        if (need > cap) {
-            hp_info("dp: leaving out GPU %d of node '%s' (%s, %.2f GiB): the model needs %.2f GiB",
-                    cl->gpus[i].index, cl->nodes[cl->gpus[i].node].name,
-                    c->db->types[cl->gpus[i].type].name, cap / 1073741824.0, need / 1073741824.0);
+        const int r = allow && hp_partition_recompute(c, 0, c->nunits, 1, 1, cap);
+        if (hp_cost_stage_memory(c, 0, c->nunits, 1, 1, r) > cap)
             continue;
-        }
-        struct hp_vw_plan *vw = &p->vws[n];
+        struct hp_vw_plan *vw = &vws[n];
+        memset(vw, 0, sizeof(*vw));
         vw->nstages = 1;
         vw->nm = 1;
         vw->stages[0].gpu = i;
@@ -317,17 +311,66 @@ static int plan_dp(const struct hp_cost *c, const struct hp_cluster *cl, struct 
             slowest = vw->stages[0].compute_s;
         use[n++] = i;
     }
+    *rate = n ? (double)n * c->batch / (slowest + allreduce_time(c, cl, use, n)) : 0.0;
+    return n;
+}
+
+/* dp: one VW per GPU that holds the model. With recompute auto, the GPUs that would hold it
+ * only by recomputing join when that makes the job faster (every worker waits for the
+ * slowest at each allreduce, so a slow recomputing GPU can cost more than it adds). */
+static int plan_dp(const struct hp_cost *c, const struct hp_cluster *cl, struct hp_plan *p)
+{
+    int *use = malloc((size_t)cl->ngpus * sizeof(int)), n, rc = 0;
+    struct hp_vw_plan *alt = calloc((size_t)cl->ngpus, sizeof(*alt));
+    double rate, alt_rate;
+
+    p->vws = calloc((size_t)cl->ngpus, sizeof(*p->vws));
+    if (!use || !alt || !p->vws) {
+        rc = -HP_ENOMEM;
+        goto out;
+    }
+    n = dp_workers(c, cl, c->recompute != HP_RECOMPUTE_NEVER, p->vws, use, &rate);
+    if (c->recompute == HP_RECOMPUTE_AUTO) {
+        const int m = dp_workers(c, cl, 0, alt, use, &alt_rate);
+        if (m > 0 && alt_rate >= rate) {
+            memcpy(p->vws, alt, (size_t)m * sizeof(*alt));
+            n = m;
+            rate = alt_rate;
+        } else {
+            n = dp_workers(c, cl, 1, p->vws, use, &rate);
+        }
+    }
+    for (int i = 0, k = 0; i < cl->ngpus; i++) {
+        const double cap = c->db->types[cl->gpus[i].type].memory_gib * 1073741824.0;
+        if (k < n && use[k] == i) {
+            k++;
+            continue;
+        }
+        hp_info("dp: leaving out GPU %d of node '%s' (%s, %.2f GiB): the model needs %.2f GiB%s",
+                cl->gpus[i].index, cl->nodes[cl->gpus[i].node].name,
+                c->db->types[cl->gpus[i].type].name, cap / 1073741824.0,
+                hp_cost_stage_memory(c, 0, c->nunits, 1, 1, 0) / 1073741824.0,
+                c->recompute == HP_RECOMPUTE_AUTO &&
+                        hp_cost_stage_memory(c, 0, c->nunits, 1, 1, 1) <= cap
+                    ? " (it would fit recomputing, but the job would be slower)"
+                    : "");
+    }
     if (n == 0) {
         hp_error("dp: model '%s' fits on no GPU of the cluster (it needs %.2f GiB at minibatch "
-                 "%d)",
-                 c->model->name, need / 1073741824.0, c->batch);
+                 "%d%s)",
+                 c->model->name,
+                 hp_cost_stage_memory(c, 0, c->nunits, 1, 1, c->recompute != HP_RECOMPUTE_NEVER) /
+                     1073741824.0,
+                 c->batch, c->recompute != HP_RECOMPUTE_NEVER ? ", recomputing" : "");
         rc = -HP_ERANGE;
     } else {
         p->nvws = n;
         p->allreduce_s = allreduce_time(c, cl, use, n);
-        p->rate = (double)n * c->batch / (slowest + p->allreduce_s);
+        p->rate = rate;
     }
+out:
     free(use);
+    free(alt);
     return rc;
 }
 

@@ -109,7 +109,8 @@ struct hp_backend_ops {
                             float *dx);
 
     /* Batch normalisation (see hp_bn_desc). save_mean and save_invstd [c] are written by the
-     * training forward and read by backward. */
+     * training forward and read by backward. running_mean and running_var may both be NULL:
+     * the training forward then leaves the running statistics alone (a recomputation). */
     int (*bn_forward_train)(struct hp_backend *be, const struct hp_bn_desc *d, const float *x,
                             const float *gamma, const float *beta, float *y, float *running_mean,
                             float *running_var, float *save_mean, float *save_invstd);

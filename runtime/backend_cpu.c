@@ -661,6 +661,8 @@ static int cpu_bn_forward_train(struct hp_backend *be, const struct hp_bn_desc *
         }
         save_mean[c] = (float)mean;
         save_invstd[c] = invstd;
+        if (!running_mean)
+            continue;
         running_mean[c] = (1.0f - d->momentum) * running_mean[c] + d->momentum * (float)mean;
         running_var[c] = (1.0f - d->momentum) * running_var[c] +
                          d->momentum * (float)(m > 1 ? var * (double)m / (double)(m - 1) : var);

@@ -20,7 +20,10 @@ struct net_tensor {
     struct hp_shape shape;
     size_t size;     /* floats per minibatch: batch x shape */
     size_t act_off;  /* floats into a slot's activation region (an in-place op's output
-                        shares the offset of the tensor it overwrites) */
+                        shares the offset of the tensor it overwrites), or into the work
+                        area when in_work */
+    int in_work;     /* recompute: an inner tensor of a unit, held in the one work area that
+                        every unit's recomputed forward pass shares */
     size_t grad_off; /* floats into the gradient region (shared by tensors not live at once) */
     int has_grad;    /* all but the input unless need_input_grad */
     float *grad;     /* NULL for the input unless need_input_grad */
@@ -35,7 +38,8 @@ struct net_op {
     int in[2], out;                   /* net tensor ids */
     float *w, *b, *gw, *gb, *rm, *rv; /* parameters (b: bias or beta; w: weights or gamma) */
     struct hp_conv *conv;
-    size_t extra_off; /* floats into a slot's extra region: masks, batch norm saves */
+    size_t extra_off; /* floats into a slot's extra region (masks, batch norm saves), or
+                         into the work area when the net recomputes */
     union {
         struct hp_conv_desc conv;
         struct hp_pool_desc pool;
@@ -60,6 +64,9 @@ struct hp_net {
     size_t slot_floats; /* activations of one slot */
     float *extra;       /* nslots x extra_floats */
     size_t extra_floats;
+    float *work;         /* recompute: one unit's inner activations and extras */
+    size_t work_floats;  /* 0 unless recompute */
+    uint64_t *slot_seed; /* recompute: the step seed of each slot's training forward */
     float *workspace, *scratch;
     int32_t *labels;
     int32_t *labels_host; /* staging for hp_net_loss (allocated once) */
@@ -77,6 +84,7 @@ void hp_net_destroy(struct hp_net *net)
     if (net->arena)
         net->be->ops->free(net->be, net->arena);
     free(net->labels_host);
+    free(net->slot_seed);
     free(net->ops);
     free(net->tensors);
     free(net);
@@ -171,15 +179,30 @@ static size_t abytes(size_t n)
     return hp_align_up(n * sizeof(float), HP_ALIGN);
 }
 
+/* Where tensor `local` (1 .. nops) of a unit goes when the net recomputes: the unit's output
+ * and the in-place chain ending in it (they share its buffer, at out_off in the unit's
+ * activation block of l) stay in the slot, at `bound` floats; every other tensor moves to the
+ * work area, the block closed up over the output's buffer of `out_bytes`. */
+static void place_recomputed(struct net_tensor *t, const struct hp_unit_layout *l, int local,
+                             int nops, size_t bound, size_t out_bytes)
+{
+    const size_t off = l->act_off[local], out_off = l->act_off[nops];
+
+    t->in_work = off != out_off;
+    t->act_off = t->in_work ? (off - (off > out_off ? out_bytes : 0)) / sizeof(float) : bound;
+}
+
 /* Lay out the activations of one slot, the per-op extras and the gradient region, unit by
  * unit as hp_unit_layout places them (so the planner predicts the same bytes). Gradients:
  * the input's own buffer (need_input_grad), then two boundary buffers of the largest unit
  * output, the outputs of the units taking turns from the net's output back (one buffer when
  * the net has one unit; while a unit runs backward its output's gradient is in one and its
- * input's fills the other), then one region of the largest unit's inner gradients. */
+ * input's fills the other), then one region of the largest unit's inner gradients.
+ * Recompute: a slot holds the input and each unit's output; one work area, the largest
+ * unit's inner activations then its extras, serves every unit's forward pass in turn. */
 static void plan_tensors(struct hp_net *net)
 {
-    const int batch = net->cfg.batch, n = net->u1 - net->u0;
+    const int batch = net->cfg.batch, n = net->u1 - net->u0, rc = net->cfg.recompute;
     size_t bound = 0, inner = 0, boff, ioff, base = 0;
 
     for (int u = net->u0; u < net->u1; u++) {
@@ -194,21 +217,33 @@ static void plan_tensors(struct hp_net *net)
     ioff = boff + (n > 1 ? 2 : 1) * bound;
     for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
         const struct hp_unit *unit = &net->model->units[u];
+        const size_t out_bytes = abytes((size_t)batch * hp_shape_size(unit->out));
         struct hp_unit_layout l;
         hp_unit_layout(unit, batch, HP_ALIGN, &l);
         for (int i = 0; i < unit->nops; i++) {
             struct net_op *o = &net->ops[base + (size_t)i];
             struct net_tensor *t = &net->tensors[o->out];
-            t->act_off = net->slot_floats + l.act_off[i + 1] / sizeof(float);
+            if (rc) {
+                place_recomputed(t, &l, i + 1, unit->nops, net->slot_floats, out_bytes);
+                o->extra_off = (l.acts - out_bytes + l.extra_off[i]) / sizeof(float);
+            } else {
+                t->act_off = net->slot_floats + l.act_off[i + 1] / sizeof(float);
+                o->extra_off = net->extra_floats + l.extra_off[i] / sizeof(float);
+            }
             t->has_grad = 1;
             t->grad_off =
                 (l.grad_root[i + 1] < unit->nops ? ioff + l.grad_off[i + 1]
                                                  : boff + (size_t)((n - 1 - k) % 2) * bound) /
                 sizeof(float);
-            o->extra_off = net->extra_floats + l.extra_off[i] / sizeof(float);
         }
-        net->slot_floats += l.acts / sizeof(float);
-        net->extra_floats += l.extra / sizeof(float);
+        if (rc) {
+            const size_t w = (l.acts - out_bytes + l.extra) / sizeof(float);
+            net->slot_floats += out_bytes / sizeof(float);
+            net->work_floats = w > net->work_floats ? w : net->work_floats;
+        } else {
+            net->slot_floats += l.acts / sizeof(float);
+            net->extra_floats += l.extra / sizeof(float);
+        }
         inner = l.grads > inner ? l.grads : inner;
         base += (size_t)unit->nops;
     }
@@ -220,21 +255,21 @@ static void plan_arena(struct hp_net *net, size_t ws_bytes)
 {
     const struct hp_net_config *cfg = &net->cfg;
     struct hp_net_memory *mem = &net->mem;
-    size_t max_tensor = 0;
+    size_t scratch = 0; /* floats */
 
     for (int u = net->u0; u < net->u1; u++) {
-        net->nparams += net->model->units[u].nparams;
-        net->nstate += net->model->units[u].nstate;
+        const struct hp_unit *unit = &net->model->units[u];
+        const size_t f = (size_t)cfg->batch * (unit->cost.scratch_bytes / sizeof(float));
+        net->nparams += unit->nparams;
+        net->nstate += unit->nstate;
+        scratch = f > scratch ? f : scratch;
     }
-    for (int i = 0; i < net->ntensors; i++)
-        if (net->tensors[i].size > max_tensor)
-            max_tensor = net->tensors[i].size;
     plan_tensors(net);
     mem->params = mem->grads = mem->momentum = abytes(net->nparams ? net->nparams : 1);
     mem->state = abytes(net->nstate ? net->nstate : 1);
-    mem->activations = (size_t)cfg->nslots * net->slot_floats * sizeof(float);
+    mem->activations = ((size_t)cfg->nslots * net->slot_floats + net->work_floats) * sizeof(float);
     mem->workspace = hp_align_up(ws_bytes, HP_ALIGN);
-    mem->scratch = abytes(max_tensor);
+    mem->scratch = abytes(scratch);
     mem->other = (size_t)cfg->nslots * net->extra_floats * sizeof(float) +
                  hp_align_up((size_t)cfg->batch * sizeof(int32_t), HP_ALIGN);
     mem->total = mem->params + mem->grads + mem->momentum + mem->state + mem->activations +
@@ -259,6 +294,8 @@ static void carve_arena(struct hp_net *net)
     off += ns;
     net->acts = a + off;
     off += (size_t)cfg->nslots * net->slot_floats;
+    net->work = a + off;
+    off += net->work_floats;
     grads = a + off;
     for (int i = 0; i < net->ntensors; i++)
         net->tensors[i].grad = net->tensors[i].has_grad ? grads + net->tensors[i].grad_off : NULL;
@@ -366,7 +403,8 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
     }
     carve_arena(net);
     net->labels_host = calloc((size_t)cfg->batch, sizeof(int32_t));
-    if (!net->labels_host) {
+    net->slot_seed = calloc((size_t)cfg->nslots, sizeof(uint64_t));
+    if (!net->labels_host || !net->slot_seed) {
         rc = -HP_ENOMEM;
         goto err;
     }
@@ -439,11 +477,16 @@ out:
 
 static float *act(struct hp_net *net, int slot, int t)
 {
-    return net->acts + (size_t)slot * net->slot_floats + net->tensors[t].act_off;
+    const struct net_tensor *tt = &net->tensors[t];
+
+    return tt->in_work ? net->work + tt->act_off
+                       : net->acts + (size_t)slot * net->slot_floats + tt->act_off;
 }
 
 static float *extra(struct hp_net *net, int slot, const struct net_op *o)
 {
+    if (net->cfg.recompute)
+        return net->work + o->extra_off;
     return net->extra + (size_t)slot * net->extra_floats + o->extra_off;
 }
 
@@ -554,42 +597,53 @@ static void prof_add(struct hp_net *net, const struct net_op *o, int backward, d
     }
 }
 
-int hp_net_forward(struct hp_net *net, int slot, int train, uint64_t step_seed)
+/* How forward runs an op: training (batch statistics, updated running statistics, dropout
+ * masks drawn), evaluation, or the recomputation of a training forward during backward
+ * (batch statistics and masks again, the running statistics left alone: they were updated
+ * once, when the minibatch first went through). */
+enum fwd_mode { FWD_EVAL, FWD_TRAIN, FWD_RECOMPUTE };
+
+/* Forward ops [i0, i1) of `slot`, with the parameters read from `weights` (laid out as
+ * hp_net_params; NULL: the current ones). */
+static int forward_ops(struct hp_net *net, int slot, int i0, int i1, enum fwd_mode mode,
+                       uint64_t step_seed, const float *weights)
 {
     struct hp_backend *be = net->be;
     const struct hp_backend_ops *ops = be->ops;
+    const int train = mode != FWD_EVAL;
     int rc = 0;
 
-    if (slot < 0 || slot >= net->cfg.nslots)
-        return -HP_EINVAL;
-    for (int i = 0; i < net->nops && rc == 0; i++) {
+    for (int i = i0; i < i1 && rc == 0; i++) {
         struct net_op *o = &net->ops[i];
         const struct hp_op *op = o->op;
         const float *x = act(net, slot, o->in[0]);
         float *y = act(net, slot, o->out);
         const size_t n = net->tensors[o->out].size;
+        const float *w = weights && o->w ? weights + (o->w - net->params) : o->w;
+        const float *b = weights && o->b ? weights + (o->b - net->params) : o->b;
         const double t0 = net->prof ? (ops->sync(be), hp_now_s()) : 0.0;
 
         switch (op->type) {
         case HP_OP_CONV:
-            rc = ops->conv_forward(be, o->conv, x, o->w, o->b, y, net->workspace);
+            rc = ops->conv_forward(be, o->conv, x, w, b, y, net->workspace);
             break;
         case HP_OP_LINEAR: {
             const int in = (int)hp_shape_size(op->in_shape);
             /* y [batch, out] = x [batch, in] w^T, w [out, in] */
-            rc = ops->gemm(be, 0, 1, net->cfg.batch, op->filters, in, 1.0f, x, in, o->w, in, 0.0f,
-                           y, op->filters);
+            rc = ops->gemm(be, 0, 1, net->cfg.batch, op->filters, in, 1.0f, x, in, w, in, 0.0f, y,
+                           op->filters);
             if (!rc && op->bias)
-                rc = ops->bias_add(be, y, o->b, net->cfg.batch, op->filters);
+                rc = ops->bias_add(be, y, b, net->cfg.batch, op->filters);
             break;
         }
         case HP_OP_BN: {
             float *save = extra(net, slot, o);
             if (train)
-                rc = ops->bn_forward_train(be, &o->d.bn, x, o->w, o->b, y, o->rm, o->rv, save,
-                                           save + op->in_shape.c);
+                rc = ops->bn_forward_train(
+                    be, &o->d.bn, x, w, b, y, mode == FWD_TRAIN ? o->rm : NULL,
+                    mode == FWD_TRAIN ? o->rv : NULL, save, save + op->in_shape.c);
             else
-                rc = ops->bn_forward_eval(be, &o->d.bn, x, o->w, o->b, o->rm, o->rv, y);
+                rc = ops->bn_forward_eval(be, &o->d.bn, x, w, b, o->rm, o->rv, y);
             break;
         }
         case HP_OP_RELU:
@@ -623,6 +677,15 @@ int hp_net_forward(struct hp_net *net, int slot, int train, uint64_t step_seed)
             prof_add(net, o, 0, t0);
     }
     return rc;
+}
+
+int hp_net_forward(struct hp_net *net, int slot, int train, uint64_t step_seed)
+{
+    if (slot < 0 || slot >= net->cfg.nslots)
+        return -HP_EINVAL;
+    if (train)
+        net->slot_seed[slot] = step_seed;
+    return forward_ops(net, slot, 0, net->nops, train ? FWD_TRAIN : FWD_EVAL, step_seed, NULL);
 }
 
 int hp_net_loss(struct hp_net *net, int slot, const int32_t *labels_host, int n, int grad,
@@ -686,10 +749,84 @@ int hp_net_backward(struct hp_net *net, int slot)
     return hp_net_backward_weights(net, slot, NULL);
 }
 
-int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights)
+/* Backward of op i of `slot` (the weights as in forward_ops). */
+static int backward_op(struct hp_net *net, int slot, int i, const float *weights)
 {
     struct hp_backend *be = net->be;
     const struct hp_backend_ops *ops = be->ops;
+    struct net_op *o = &net->ops[i];
+    const struct hp_op *op = o->op;
+    const int tin = o->in[0];
+    const float *x = act(net, slot, tin);
+    const float *y = act(net, slot, o->out);
+    const float *dy = net->tensors[o->out].grad;
+    const size_t n = net->tensors[o->out].size;
+    float *dx = grad_dst(net, tin);
+    /* the weights (or gamma) this op's forward used: the stashed version, if given */
+    const float *w = weights && o->w ? weights + (o->w - net->params) : o->w;
+    const double t0 = net->prof ? (ops->sync(be), hp_now_s()) : 0.0;
+    int rc;
+
+    switch (op->type) {
+    case HP_OP_CONV:
+        rc = ops->conv_backward(be, o->conv, x, w, dy, dx, o->gw, o->gb, net->workspace);
+        break;
+    case HP_OP_LINEAR: {
+        const int in = (int)hp_shape_size(op->in_shape), b = net->cfg.batch;
+        /* gw [out, in] = dy^T [out, batch] x [batch, in] */
+        rc = ops->gemm(be, 1, 0, op->filters, in, b, 1.0f, dy, op->filters, x, in, 0.0f, o->gw, in);
+        if (!rc && op->bias)
+            rc = ops->bias_grad(be, dy, o->gb, b, op->filters);
+        /* dx [batch, in] = dy [batch, out] w [out, in] */
+        if (!rc && dx)
+            rc =
+                ops->gemm(be, 0, 0, b, in, op->filters, 1.0f, dy, op->filters, w, in, 0.0f, dx, in);
+        break;
+    }
+    case HP_OP_BN: {
+        const float *save = extra(net, slot, o);
+        /* batch norm's parameter gradients are needed even when dx is not */
+        rc = ops->bn_backward(be, &o->d.bn, x, dy, w, save, save + op->in_shape.c,
+                              dx ? dx : net->scratch, o->gw, o->gb);
+        break;
+    }
+    case HP_OP_RELU:
+        rc = dx ? ops->relu_backward(be, y, dy, dx, n) : 0;
+        break;
+    case HP_OP_MAXPOOL:
+        rc = dx ? ops->maxpool_backward(be, &o->d.pool, x, y, dy, dx) : 0;
+        break;
+    case HP_OP_AVGPOOL:
+        rc = dx ? ops->avgpool_backward(be, &o->d.pool, dy, dx) : 0;
+        break;
+    case HP_OP_FLATTEN:
+        rc = dx ? ops->copy(be, dx, dy, n * sizeof(float)) : 0;
+        break;
+    case HP_OP_DROPOUT:
+        if (dx && op->p > 0.0f)
+            rc = ops->dropout_backward(be, dy, extra(net, slot, o), dx, n);
+        else
+            rc = dx ? ops->copy(be, dx, dy, n * sizeof(float)) : 0;
+        break;
+    case HP_OP_ADD:
+        /* both inputs receive dy */
+        rc = accumulate(net, o->in[0], dy);
+        if (!rc)
+            rc = accumulate(net, o->in[1], dy);
+        dx = NULL;
+        break;
+    default:
+        rc = -HP_EINVAL;
+    }
+    if (!rc && dx)
+        rc = accumulate(net, tin, dx);
+    if (net->prof)
+        prof_add(net, o, 1, t0);
+    return rc;
+}
+
+int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights)
+{
     int rc = 0;
 
     if (slot < 0 || slot >= net->cfg.nslots)
@@ -698,79 +835,18 @@ int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights)
         net->tensors[i].grad_ready = 0;
     net->tensors[net->ntensors - 1].grad_ready = 1;
 
-    for (int i = net->nops - 1; i >= 0 && rc == 0; i--) {
-        struct net_op *o = &net->ops[i];
-        const struct hp_op *op = o->op;
-        const int tin = o->in[0];
-        const float *x = act(net, slot, tin);
-        const float *y = act(net, slot, o->out);
-        const float *dy = net->tensors[o->out].grad;
-        const size_t n = net->tensors[o->out].size;
-        float *dx = grad_dst(net, tin);
-        /* the weights (or gamma) this op's forward used: the stashed version, if given */
-        const float *w = weights && o->w ? weights + (o->w - net->params) : o->w;
-        const double t0 = net->prof ? (ops->sync(be), hp_now_s()) : 0.0;
-
-        switch (op->type) {
-        case HP_OP_CONV:
-            rc = ops->conv_backward(be, o->conv, x, w, dy, dx, o->gw, o->gb, net->workspace);
-            break;
-        case HP_OP_LINEAR: {
-            const int in = (int)hp_shape_size(op->in_shape), b = net->cfg.batch;
-            /* gw [out, in] = dy^T [out, batch] x [batch, in] */
-            rc = ops->gemm(be, 1, 0, op->filters, in, b, 1.0f, dy, op->filters, x, in, 0.0f, o->gw,
-                           in);
-            if (!rc && op->bias)
-                rc = ops->bias_grad(be, dy, o->gb, b, op->filters);
-            /* dx [batch, in] = dy [batch, out] w [out, in] */
-            if (!rc && dx)
-                rc = ops->gemm(be, 0, 0, b, in, op->filters, 1.0f, dy, op->filters, w, in, 0.0f, dx,
-                               in);
-            break;
+    for (int i1 = net->nops; i1 > 0 && rc == 0;) {
+        int i0 = i1 - 1;
+        if (net->cfg.recompute) {
+            /* unit by unit: its forward again from its input (kept in the slot), with the
+             * weights and the step seed of the first time, then its backward */
+            while (i0 > 0 && net->ops[i0 - 1].unit == net->ops[i1 - 1].unit)
+                i0--;
+            rc = forward_ops(net, slot, i0, i1, FWD_RECOMPUTE, net->slot_seed[slot], weights);
         }
-        case HP_OP_BN: {
-            const float *save = extra(net, slot, o);
-            /* batch norm's parameter gradients are needed even when dx is not */
-            rc = ops->bn_backward(be, &o->d.bn, x, dy, w, save, save + op->in_shape.c,
-                                  dx ? dx : net->scratch, o->gw, o->gb);
-            break;
-        }
-        case HP_OP_RELU:
-            if (dx)
-                rc = ops->relu_backward(be, y, dy, dx, n);
-            break;
-        case HP_OP_MAXPOOL:
-            if (dx)
-                rc = ops->maxpool_backward(be, &o->d.pool, x, y, dy, dx);
-            break;
-        case HP_OP_AVGPOOL:
-            if (dx)
-                rc = ops->avgpool_backward(be, &o->d.pool, dy, dx);
-            break;
-        case HP_OP_FLATTEN:
-            if (dx)
-                rc = ops->copy(be, dx, dy, n * sizeof(float));
-            break;
-        case HP_OP_DROPOUT:
-            if (dx && op->p > 0.0f)
-                rc = ops->dropout_backward(be, dy, extra(net, slot, o), dx, n);
-            else if (dx)
-                rc = ops->copy(be, dx, dy, n * sizeof(float));
-            break;
-        case HP_OP_ADD:
-            /* both inputs receive dy */
-            rc = accumulate(net, o->in[0], dy);
-            if (!rc)
-                rc = accumulate(net, o->in[1], dy);
-            dx = NULL;
-            break;
-        default:
-            rc = -HP_EINVAL;
-        }
-        if (!rc && dx)
-            rc = accumulate(net, tin, dx);
-        if (net->prof)
-            prof_add(net, o, 1, t0);
+        for (int i = i1 - 1; i >= i0 && rc == 0; i--)
+            rc = backward_op(net, slot, i, weights);
+        i1 = i0;
     }
     return rc;
 }

@@ -6,8 +6,18 @@
  * (every tensor of every unit, kept for backward; a ReLU or an add writes its output over its
  * input where nothing needs that input any more, hp_unit_inplace), the activation gradients
  * (buffers shared by tensors whose gradients are not live at once, hp_unit_layout), the
- * convolution workspace and a scratch tensor. Nothing is allocated in forward, backward or
- * update. The planner's memory model (launcher/cost.h) predicts these bytes exactly.
+ * convolution workspace and a scratch buffer (hp_unit_cost.scratch_bytes). Nothing is allocated in
+ * forward, backward or update. The planner's memory model (launcher/cost.h) predicts these bytes
+ * exactly.
+ *
+ * Recomputation (cfg.recompute, GPipe's trade of time for memory, at unit granularity): a
+ * slot keeps only the net's input and each unit's output; the inner activations, batch norm
+ * saves and dropout masks of whichever unit last ran forward sit in one work area, as large
+ * as the largest unit's. Backward then goes unit by unit from the last: the unit's forward
+ * pass again, from its kept input, with the weights and step seed of the slot's training
+ * forward and without touching the running statistics, then its backward. The same floats
+ * go in, so the gradients are bit for bit those without recomputation, for one more forward
+ * pass per backward.
  *
  * Parameters are laid out unit after unit (a unit's block is contiguous), each op's weights
  * then its bias (or batch norm gamma then beta), in model order; so the parameters of units
@@ -26,12 +36,14 @@ struct hp_net_config {
     int batch;           /* minibatch size, > 0 */
     int nslots;          /* minibatches whose activations are kept at once (>= 1) */
     int need_input_grad; /* compute the gradient of the net's input (a stage after the first) */
+    int recompute;       /* keep only each unit's output per slot and run every unit's forward
+                            pass again just before its backward (see below) */
 };
 
 /* Bytes a net holds, by purpose (what the planner's memory model must predict). */
 struct hp_net_memory {
     size_t params, grads, momentum, state; /* state: batch norm running statistics */
-    size_t activations;                    /* all slots */
+    size_t activations;                    /* all slots (+ the work area when recomputing) */
     size_t act_grads;                      /* the gradient buffers, shared by liveness */
     size_t workspace, scratch, other;      /* other: batch norm saves, dropout masks, labels */
     size_t total;                          /* the one allocation */

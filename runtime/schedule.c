@@ -315,8 +315,10 @@ int hp_stage_setup(struct stage *g)
         rc = hp_backend_track_memory(g->be);
     if (rc)
         return rc;
-    const struct hp_net_config cfg = {
-        .batch = g->batch, .nslots = g->sched.w, .need_input_grad = g->s > 0};
+    const struct hp_net_config cfg = {.batch = g->batch,
+                                      .nslots = g->sched.w,
+                                      .need_input_grad = g->s > 0,
+                                      .recompute = g->st->recompute};
     rc = hp_net_create(g->be, m, g->st->u0, g->st->u1, &cfg, &g->net);
     if (!rc)
         rc = hp_net_init_params(g->net, p->opts.seed);

@@ -9,6 +9,7 @@
 #include "output.h"
 #include "model.h"
 #include "net.h"
+#include "plan.h"
 #include "rng.h"
 
 #include <errno.h>
@@ -103,7 +104,10 @@ static int trainer_setup(struct trainer *t)
         (rc = hp_dataset_load_fashion_mnist(o->data, 0, &t->test)) ||
         (rc = hp_backend_create(hp_opt_word(HP_OPT_DEVICE, o->device), &t->be)))
         return rc;
-    const struct hp_net_config cfg = {.batch = (int)o->batch, .nslots = 1, .need_input_grad = 0};
+    const struct hp_net_config cfg = {.batch = (int)o->batch,
+                                      .nslots = 1,
+                                      .need_input_grad = 0,
+                                      .recompute = o->recompute == HP_RECOMPUTE_ALWAYS};
     if ((rc = hp_net_create(t->be, m, 0, m->nunits, &cfg, &t->net)) ||
         (rc = hp_net_init_params(t->net, (uint64_t)o->seed)))
         return rc;

@@ -34,32 +34,20 @@ static int chk(enum hp_opt o, const char *value, const struct hp_optlimits *l)
 
 START_TEST(table_names_and_env)
 {
-    static const char *const names[] = {"policy",
-                                        "placement",
-                                        "staleness",
-                                        "nm",
-                                        "model",
-                                        "batch",
-                                        "epochs",
-                                        "checkpoint-dir",
-                                        "checkpoint-every",
-                                        "checkpoint-keep",
-                                        "resume",
-                                        "timeline",
-                                        "dry-run"};
-    static const char *const envs[] = {"HETPIPE_POLICY",
-                                       "HETPIPE_PLACEMENT",
-                                       "HETPIPE_STALENESS",
-                                       "HETPIPE_NM",
-                                       "HETPIPE_MODEL",
-                                       "HETPIPE_BATCH",
-                                       "HETPIPE_EPOCHS",
-                                       "HETPIPE_CHECKPOINT_DIR",
-                                       "HETPIPE_CHECKPOINT_EVERY",
-                                       "HETPIPE_CHECKPOINT_KEEP",
-                                       "HETPIPE_RESUME",
-                                       "HETPIPE_TIMELINE",
-                                       "HETPIPE_DRY_RUN"};
+    static const char *const names[] = {"policy",          "placement",
+                                        "staleness",       "nm",
+                                        "recompute",       "model",
+                                        "batch",           "epochs",
+                                        "checkpoint-dir",  "checkpoint-every",
+                                        "checkpoint-keep", "resume",
+                                        "timeline",        "dry-run"};
+    static const char *const envs[] = {"HETPIPE_POLICY",          "HETPIPE_PLACEMENT",
+                                       "HETPIPE_STALENESS",       "HETPIPE_NM",
+                                       "HETPIPE_RECOMPUTE",       "HETPIPE_MODEL",
+                                       "HETPIPE_BATCH",           "HETPIPE_EPOCHS",
+                                       "HETPIPE_CHECKPOINT_DIR",  "HETPIPE_CHECKPOINT_EVERY",
+                                       "HETPIPE_CHECKPOINT_KEEP", "HETPIPE_RESUME",
+                                       "HETPIPE_TIMELINE",        "HETPIPE_DRY_RUN"};
 
     for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
         ck_assert_str_eq(hp_opts[o].flag, names[o]);
@@ -266,6 +254,14 @@ START_TEST(policy_and_placement)
     ASSERT_BAD(HP_OPT_PLACEMENT, "near", &l);
     ck_assert_str_eq(err, "--hetpipe-placement=near: unknown placement; allowed: default, local");
     ASSERT_BAD(HP_OPT_PLACEMENT, "", &l);
+
+    for (const char *const *p = (const char *const[]){"auto", "never", "always", NULL}; *p; p++)
+        ASSERT_OK(HP_OPT_RECOMPUTE, *p, &l);
+    ASSERT_BAD(HP_OPT_RECOMPUTE, "sometimes", &l);
+    ck_assert_msg(strstr(err, "--hetpipe-recompute=sometimes") &&
+                      strstr(err, "auto, never, always"),
+                  "%s", err);
+    ASSERT_BAD(HP_OPT_RECOMPUTE, "yes", &l);
 }
 END_TEST
 

@@ -126,9 +126,11 @@ static double exhaustive(const struct hp_cost *c, const struct hp_cluster *cl, i
             int fits = 1;
             for (int s = 0; s < n && fits; s++) {
                 const int u0 = cuts[s], u1 = s + 1 < n ? cuts[s + 1] : U;
-                const double cost = hp_partition_stage_cost(c, cl, perm, n, s, u0, u1);
                 const double cap = c->db->types[cl->gpus[perm[s]].type].memory_gib * 1073741824.0;
-                if (hp_cost_stage_memory(c, u0, u1, n - s, s == 0) > cap)
+                const int r = hp_partition_recompute(c, u0, u1, n - s, s == 0, cap);
+                const double cost = hp_partition_stage_cost(c, cl, perm, n, s, u0, u1) +
+                                    hp_cost_recompute_s(c, cl->gpus[perm[s]].type, u0, u1, r);
+                if (hp_cost_stage_memory(c, u0, u1, n - s, s == 0, r) > cap)
                     fits = 0;
                 if (cost > b)
                     b = cost;
@@ -216,7 +218,8 @@ START_TEST(plans_fit_memory)
                 ck_assert_int_gt(st->u1, st->u0);
                 next = st->u1;
                 ck_assert_int_eq(st->in_flight, m_s);
-                const double mem = hp_cost_stage_memory(&c, st->u0, st->u1, m_s, s == 0);
+                const double mem =
+                    hp_cost_stage_memory(&c, st->u0, st->u1, m_s, s == 0, st->recompute);
                 ck_assert_double_le(mem, types[cl.gpus[st->gpu].type].memory_gib * 1073741824.0);
             }
             ck_assert_int_eq(next, m->nunits);
@@ -297,16 +300,18 @@ START_TEST(memory_matches_runtime)
             for (int u0 = 0; u0 < m->nunits; u0++) {
                 for (int u1 = u0 + 1; u1 <= m->nunits; u1++) {
                     const int nslots = 1 + (u0 + u1) % 3, ig = (u0 * 7 + u1) % 2;
-                    const struct hp_net_config cfg = {batches[bi], nslots, ig};
+                    const int rc = (u0 + 3 * u1 + (int)bi) % 2;
+                    const struct hp_net_config cfg = {batches[bi], nslots, ig, rc};
                     struct hp_net_memory mem, real;
                     ck_assert_int_eq(hp_net_plan_memory(be, m, u0, u1, &cfg, &mem), 0);
-                    ck_assert_msg((double)mem.total == hp_cost_net_memory(&c, u0, u1, nslots, ig),
-                                  "%s [%d, %d) batch %d slots %d input grad %d: runtime %zu, "
-                                  "planner %.0f",
-                                  m->name, u0, u1, batches[bi], nslots, ig, mem.total,
-                                  hp_cost_net_memory(&c, u0, u1, nslots, ig));
+                    ck_assert_msg(
+                        (double)mem.total == hp_cost_net_memory(&c, u0, u1, nslots, ig, rc),
+                        "%s [%d, %d) batch %d slots %d input grad %d recompute %d: runtime %zu, "
+                        "planner %.0f",
+                        m->name, u0, u1, batches[bi], nslots, ig, rc, mem.total,
+                        hp_cost_net_memory(&c, u0, u1, nslots, ig, rc));
                     /* the stage adds nslots - 1 stashed parameter versions */
-                    ck_assert_double_eq(hp_cost_stage_memory(&c, u0, u1, nslots, !ig),
+                    ck_assert_double_eq(hp_cost_stage_memory(&c, u0, u1, nslots, !ig, rc),
                                         (double)mem.total + (nslots - 1) * (double)mem.params);
                     if (small && batches[bi] <= 3) {
                         struct hp_net *net;
@@ -340,7 +345,7 @@ START_TEST(memory_per_sample)
     for (int i = 0; i < 2; i++) {
         struct hp_model *m;
         struct hp_net_memory m4, m8;
-        const struct hp_net_config c4 = {4, 1, 0}, c8 = {8, 1, 0};
+        const struct hp_net_config c4 = {4, 1, 0, 0}, c8 = {8, 1, 0, 0};
         ck_assert_int_eq(hp_model_load(models[i], &m), 0);
         ck_assert_int_eq(hp_net_plan_memory(be, m, 0, m->nunits, &c4, &m4), 0);
         ck_assert_int_eq(hp_net_plan_memory(be, m, 0, m->nunits, &c8, &m8), 0);

@@ -10,6 +10,8 @@
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static void small_run(struct hp_options *o, uint64_t seed, int ntrain)
 {
@@ -74,12 +76,13 @@ END_TEST
 
 /* Nothing is allocated inside the per-minibatch loop: after one warm-up step, further
  * training steps (forward, loss, backward, SGD) and evaluation passes allocate nothing. */
-static void no_alloc_in_steps(const char *model_name)
+static void no_alloc_in_steps(const char *model_name, int recompute)
 {
     struct hp_backend *be;
     struct hp_model *m;
     struct hp_net *net;
-    const struct hp_net_config cfg = {.batch = 16, .nslots = 2, .need_input_grad = 1};
+    const struct hp_net_config cfg = {
+        .batch = 16, .nslots = 2, .need_input_grad = 1, .recompute = recompute};
     int32_t lab[16];
     long before;
 
@@ -116,18 +119,124 @@ static void no_alloc_in_steps(const char *model_name)
     hp_model_destroy(m);
 }
 
-START_TEST(no_allocation_per_minibatch)
+/* A model with every unit type (dropout and batch norm included). */
+static const char *all_units_model(void)
 {
-    no_alloc_in_steps("cnn");
-    no_alloc_in_steps("mlp");
-    /* every unit type */
-    no_alloc_in_steps(test_write_file(
+    return test_write_file(
         "all.ini", "[model]\ninput = 3x16x16\nclasses = 10\n"
                    "[c]\ntype = conv\nfilters = 8\nkernel = 3\npad = 1\nbn = true\nrelu = true\n"
                    "[p]\ntype = maxpool\nkernel = 2\n[b]\ntype = bottleneck\nfilters = 4\n"
                    "stride = 2\n[r]\ntype = basic\nfilters = 8\nstride = 1\n"
                    "[a]\ntype = avgpool\nkernel = 2\n[n]\ntype = batchnorm\n[u]\ntype = relu\n"
-                   "[f]\ntype = flatten\n[d]\ntype = dropout\n[g]\ntype = linear\noutputs = 10\n"));
+                   "[f]\ntype = flatten\n[d]\ntype = dropout\n[g]\ntype = linear\noutputs = 10\n");
+}
+
+START_TEST(no_allocation_per_minibatch)
+{
+    for (int rc = 0; rc < 2; rc++) {
+        no_alloc_in_steps("cnn", rc);
+        no_alloc_in_steps("mlp", rc);
+        no_alloc_in_steps(all_units_model(), rc);
+    }
+}
+END_TEST
+
+/* Pipeline-like steps of a net of units [u0, u1): three minibatches in flight, forwards of
+ * slots 0, 1, 2 with their own inputs and seeds, then backward of each with the weights
+ * stashed at its forward, an SGD step after each backward and an evaluation forward (in a
+ * fourth slot) in between. The parameters, state and input gradient after `rounds` rounds into
+ * *params, *state, *dx (caller frees). */
+static void pipeline_steps(const struct hp_model *m, int u0, int u1, int recompute, int rounds,
+                           float **params, float **state, float **dx)
+{
+    enum { B = 8, SLOTS = 3 }; /* and one more for evaluation */
+    struct hp_backend *be;
+    struct hp_net *net;
+    const struct hp_net_config cfg = {
+        .batch = B, .nslots = SLOTS + 1, .need_input_grad = 1, .recompute = recompute};
+    const size_t in = B * hp_shape_size(m->units[u0].in);
+    const size_t out = B * hp_shape_size(m->units[u1 - 1].out);
+
+    ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+    ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
+    ck_assert_int_eq(hp_net_init_params(net, 7), 0);
+    const size_t np = hp_net_nparams(net);
+    float *stash = malloc(SLOTS * np * sizeof(float));
+    ck_assert_ptr_nonnull(stash);
+    for (int r = 0; r < rounds; r++) {
+        for (int sl = 0; sl < SLOTS; sl++) {
+            float *x = hp_net_input(net, sl);
+            for (size_t i = 0; i < in; i++)
+                x[i] = 2.0f * hp_rng_uniform(100 + (uint64_t)(r * SLOTS + sl), i) - 1.0f;
+            memcpy(stash + sl * np, hp_net_params(net), np * sizeof(float));
+            ck_assert_int_eq(hp_net_forward(net, sl, 1, 1000 + (uint64_t)(r * SLOTS + sl)), 0);
+        }
+        /* an evaluation pass in between overwrites what a recomputing net shares */
+        memcpy(hp_net_input(net, SLOTS), hp_net_input(net, 1), in * sizeof(float));
+        ck_assert_int_eq(hp_net_forward(net, SLOTS, 0, 0), 0);
+        for (int sl = 0; sl < SLOTS; sl++) {
+            float *dy = hp_net_output_grad(net);
+            for (size_t i = 0; i < out; i++)
+                dy[i] = hp_rng_uniform(200 + (uint64_t)(r * SLOTS + sl), i) - 0.5f;
+            ck_assert_int_eq(hp_net_backward_weights(net, sl, stash + sl * np), 0);
+            ck_assert_int_eq(hp_net_sgd(net, 0.05f, 0.9f, 1e-4f), 0);
+        }
+    }
+    *params = malloc(np * sizeof(float));
+    *state = malloc((hp_net_nstate(net) + 1) * sizeof(float));
+    *dx = malloc(in * sizeof(float));
+    memcpy(*params, hp_net_params(net), np * sizeof(float));
+    memcpy(*state, hp_net_state(net), hp_net_nstate(net) * sizeof(float));
+    memcpy(*dx, hp_net_input_grad(net), in * sizeof(float));
+    free(stash);
+    hp_net_destroy(net);
+    hp_backend_destroy(be);
+}
+
+/* Recomputation gives the same parameters, batch norm statistics and input gradient bit for
+ * bit as keeping the activations, on the CPU: whole models with every unit type, and stages
+ * of them. */
+START_TEST(recompute_bit_for_bit)
+{
+    const char *models[] = {"cnn", "mlp", "tests/models/resnet-mini.ini", all_units_model()};
+
+    hp_backend_cpu_set_threads(1);
+    for (size_t mi = 0; mi < sizeof(models) / sizeof(models[0]); mi++) {
+        struct hp_model *m;
+        ck_assert_int_eq(hp_model_load(models[mi], &m), 0);
+        const int ranges[3][2] = {{0, m->nunits}, {0, m->nunits / 2}, {m->nunits / 2, m->nunits}};
+        for (int ri = 0; ri < 3; ri++) {
+            const int u0 = ranges[ri][0], u1 = ranges[ri][1];
+            if (u0 >= u1)
+                continue;
+            float *p[2], *st[2], *dx[2];
+            for (int rc = 0; rc < 2; rc++)
+                pipeline_steps(m, u0, u1, rc, 2, &p[rc], &st[rc], &dx[rc]);
+            struct hp_backend *be;
+            struct hp_net *net;
+            const struct hp_net_config cfg = {.batch = 8, .nslots = 1, .need_input_grad = 1};
+            ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+            ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
+            ck_assert_int_eq(hp_net_init_params(net, 7), 0);
+            const size_t np = hp_net_nparams(net), ns = hp_net_nstate(net);
+            /* training moved them: the comparison is not of two untouched copies */
+            ck_assert(memcmp(p[0], hp_net_params(net), np * sizeof(float)) != 0);
+            hp_net_destroy(net);
+            hp_backend_destroy(be);
+            ck_assert_msg(memcmp(p[0], p[1], np * sizeof(float)) == 0,
+                          "%s [%d, %d): parameters differ with recomputation", m->name, u0, u1);
+            ck_assert_msg(memcmp(st[0], st[1], ns * sizeof(float)) == 0,
+                          "%s [%d, %d): batch norm statistics differ", m->name, u0, u1);
+            ck_assert_msg(memcmp(dx[0], dx[1], 8 * hp_shape_size(m->units[u0].in) * 4) == 0,
+                          "%s [%d, %d): input gradients differ", m->name, u0, u1);
+            for (int rc = 0; rc < 2; rc++) {
+                free(p[rc]);
+                free(st[rc]);
+                free(dx[rc]);
+            }
+        }
+        hp_model_destroy(m);
+    }
 }
 END_TEST
 
@@ -141,6 +250,7 @@ Suite *suite_train(void)
     tcase_add_test(t, cnn_learns_on_a_subset);
     tcase_add_test(t, mlp_learns_on_a_subset);
     tcase_add_test(t, no_allocation_per_minibatch);
+    tcase_add_test(t, recompute_bit_for_bit);
     suite_add_tcase(s, t);
     return s;
 }
