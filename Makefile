@@ -218,6 +218,13 @@ all: $(BENCH_CKPT)
 $(BENCH_CKPT): $(BUILD)/tests/bench/ckpt_cost.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
+# The memory model against memory really used, per stage (sh tests/bench/memory).
+BENCH_STAGE_MEM := $(BUILD)/tests/bench_stage_mem
+ALL_OBJS += $(BUILD)/tests/bench/stage_mem.o
+all: $(BENCH_STAGE_MEM)
+$(BENCH_STAGE_MEM): $(BUILD)/tests/bench/stage_mem.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
+
 $(BOOT_CHECK): $(BUILD)/tests/boot_check.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 

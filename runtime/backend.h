@@ -146,6 +146,12 @@ struct hp_backend_ops {
      * w = w - lr m. (With mu = 0, m is still written.) */
     int (*sgd_update)(struct hp_backend *be, float *w, const float *g, float *m, size_t n, float lr,
                       float momentum, float wd);
+
+    /* Memory really in use (not the allocator's count), for checking the memory model: the
+     * CPU backend: the process's resident set now and its peak (VmRSS, VmHWM); CUDA: the
+     * device's used memory (cudaMemGetInfo: total - free, every process on it) in both, as a
+     * device has no peak counter. 0 or a negative code (logged). */
+    int (*memory_used)(struct hp_backend *be, size_t *now, size_t *peak);
 };
 
 struct hp_backend {

@@ -11,6 +11,7 @@
 #include "rng.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -766,6 +767,35 @@ static int cpu_sgd_update(struct hp_backend *be, float *w, const float *g, float
     return 0;
 }
 
+/* VmRSS and VmHWM of /proc/self/status, in bytes. */
+static int cpu_memory_used(struct hp_backend *be, size_t *now, size_t *peak)
+{
+    char line[256];
+    unsigned long long kib;
+    int found = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (!f) {
+        hp_error("cpu backend: cannot read /proc/self/status: %s", strerror(errno));
+        return -HP_EIO;
+    }
+    while (found != 3 && fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "VmRSS: %llu kB", &kib) == 1) {
+            *now = (size_t)kib * 1024;
+            found |= 1;
+        } else if (sscanf(line, "VmHWM: %llu kB", &kib) == 1) {
+            *peak = (size_t)kib * 1024;
+            found |= 2;
+        }
+    }
+    fclose(f);
+    if (found != 3) {
+        hp_error("cpu backend: no VmRSS and VmHWM in /proc/self/status");
+        return -HP_EIO;
+    }
+    return 0;
+}
+
 static const struct hp_backend_ops cpu_ops = {
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
@@ -797,6 +827,7 @@ static const struct hp_backend_ops cpu_ops = {
     .axpy = cpu_axpy,
     .softmax_xent = cpu_softmax_xent,
     .sgd_update = cpu_sgd_update,
+    .memory_used = cpu_memory_used,
 };
 
 void hp_backend_cpu_set_threads(int n)

@@ -225,6 +225,16 @@ static void cuda_destroy(struct hp_backend *be)
     free(cu);
 }
 
+static int cuda_memory_used(struct hp_backend *be, size_t *now, size_t *peak)
+{
+    size_t free_b = 0, total_b = 0;
+
+    (void)be;
+    HP_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    *now = *peak = total_b - free_b;
+    return 0;
+}
+
 static const struct hp_backend_ops cuda_ops = {
     .destroy = cuda_destroy,
     .alloc = cuda_alloc,
@@ -256,6 +266,7 @@ static const struct hp_backend_ops cuda_ops = {
     .axpy = hp_cuda_axpy,
     .softmax_xent = hp_cuda_softmax_xent,
     .sgd_update = hp_cuda_sgd_update,
+    .memory_used = cuda_memory_used,
 };
 
 /* Devices the runtime reports. Without a driver (or with a too old one) cudaGetDeviceCount

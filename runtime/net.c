@@ -419,14 +419,25 @@ err:
 
 int hp_net_init_params(struct hp_net *net, uint64_t seed)
 {
+    /* the CPU backend's device memory is host memory: written in place, without a host copy
+     * of every parameter (a second, transient copy of a stage's weights at its start) */
+    const int direct = net->be->kind == HP_DEVICE_CPU;
     float *hp = NULL, *hs = NULL;
     int rc;
 
-    hp = calloc(net->nparams ? net->nparams : 1, sizeof(float));
-    hs = calloc(net->nstate ? net->nstate : 1, sizeof(float));
-    if (!hp || !hs) {
-        rc = -HP_ENOMEM;
-        goto out;
+    if (direct) {
+        hp = net->params;
+        hs = net->state;
+        memset(hp, 0, net->nparams * sizeof(float));
+        if (net->nstate)
+            memset(hs, 0, net->nstate * sizeof(float));
+    } else {
+        hp = calloc(net->nparams ? net->nparams : 1, sizeof(float));
+        hs = calloc(net->nstate ? net->nstate : 1, sizeof(float));
+        if (!hp || !hs) {
+            rc = -HP_ENOMEM;
+            goto out;
+        }
     }
     for (int i = 0; i < net->nops; i++) {
         const struct net_op *o = &net->ops[i];
@@ -464,14 +475,16 @@ int hp_net_init_params(struct hp_net *net, uint64_t seed)
             break;
         }
     }
-    rc = net->be->ops->upload(net->be, net->params, hp, net->nparams * sizeof(float));
-    if (!rc && net->nstate)
+    rc = direct ? 0 : net->be->ops->upload(net->be, net->params, hp, net->nparams * sizeof(float));
+    if (!rc && net->nstate && !direct)
         rc = net->be->ops->upload(net->be, net->state, hs, net->nstate * sizeof(float));
     if (!rc)
         rc = net->be->ops->zero(net->be, net->momentum, net->nparams * sizeof(float));
 out:
-    free(hp);
-    free(hs);
+    if (!direct) {
+        free(hp);
+        free(hs);
+    }
     return rc;
 }
 

@@ -351,6 +351,10 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
             res->job_s > 0 ? (double)res->minibatches * g.nvws * g.batch / res->job_s : 0.0;
         res->mem_peak = g.be->mem_peak;
         res->mem_predicted = g.st->memory;
+        res->mem_real_base = g.mem_base;
+        rc = g.be->ops->memory_used(g.be, &(size_t){0}, &res->mem_real_peak);
+    }
+    if (!rc) {
         hp_stage_print_end(&g, res);
         rc = hp_stage_write_stats(&g, res);
     }

@@ -94,6 +94,8 @@ struct hp_worker_result {
                                                  (the last stage has the whole chain) */
     size_t mem_peak;                          /* device bytes, measured */
     double mem_predicted;                     /* the plan's */
+    size_t mem_real_base, mem_real_peak;      /* memory really in use (backend ops->memory_used)
+                                                 before the net was created, and at its peak */
     int stopped; /* checkpointed and stopped on request (SIGUSR1, SIGTERM): exit HP_CKPT_EXIT */
 };
 

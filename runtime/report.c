@@ -105,12 +105,13 @@ int hp_stage_write_stats(const struct stage *g, const struct hp_worker_result *r
             "rank = %d\nvw = %d\nstage = %d\nstages = %d\ntype = %s\nunits = %d-%d\nin_flight = "
             "%d\nemulate = %.9g\nminibatches = %ld\ntrain_s = %.6f\ncompute_s = %.6f\npad_s = "
             "%.6f\ncomm_s = %.6f\nother_s = %.6f\nimages_per_s = %.3f\npredicted_images_per_s = "
-            "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\ntest_acc = %.6f\ncpu_share = %.6f\n"
+            "%.3f\nmem_peak = %zu\nmem_predicted = %.0f\nmem_real_base = %zu\nmem_real_peak = "
+            "%zu\ntest_acc = %.6f\ncpu_share = %.6f\n"
             "eval_s = %.6f\n",
             g->rank, g->v, g->s, g->k, g->type_name, g->st->u0, g->st->u1 - 1, g->sched.w,
             g->o->emulate, r->minibatches, r->train_s, r->compute_s, r->pad_s, r->comm_s,
             r->other_s, r->images_per_s, hp_stage_planned_rate(g), r->mem_peak, r->mem_predicted,
-            r->test_acc, cpu_share(g, r), g->run.eval_s);
+            r->mem_real_base, r->mem_real_peak, r->test_acc, cpu_share(g, r), g->run.eval_s);
     if (g->run.reporter)
         fprintf(f, "job_s = %.6f\njob_paused_s = %.6f\njob_images_per_s = %.3f\n", r->job_s,
                 g->run.job_paused_s, r->job_images_per_s);

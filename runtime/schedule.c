@@ -313,6 +313,8 @@ int hp_stage_setup(struct stage *g)
     rc = hp_backend_create(hp_opt_word(HP_OPT_DEVICE, g->o->device), &g->be);
     if (!rc)
         rc = hp_backend_track_memory(g->be);
+    if (!rc) /* the baseline of the stage's real memory: before its net and stashes */
+        rc = g->be->ops->memory_used(g->be, &g->mem_base, &(size_t){0});
     if (rc)
         return rc;
     const struct hp_net_config cfg = {.batch = g->batch,

@@ -138,6 +138,7 @@ struct stage {
     int type;              /* GPU type index */
     const char *type_name; /* its name */
     struct hp_backend *be;
+    size_t mem_base; /* memory really in use before the net (be->ops->memory_used) */
     struct hp_net *net;
     size_t nparams;
     float *hparams; /* host copy of the weights */
