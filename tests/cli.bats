@@ -178,6 +178,32 @@ teardown() {
     grep -q '^\[vw.3.stage.3\]$' "$TMP/plan.ini"
 }
 
+@test "hetpipe plan recomputes only where a GPU could not hold its stage otherwise" {
+    # ResNet-152 at 32 as dp: without recomputation the 6 GB RTX 2060s cannot hold it (the
+    # paper's Horovod left them out); auto lets them join, recomputing, and nowhere else
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --model resnet152 --policy dp \
+        --batch 32 --recompute never
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"recompute never"*"(12 virtual workers, 12 ranks)"* ]]
+    [ "$(echo "$output" | grep -cE '^  [0-9] .*rtx2060' || true)" -eq 0 ]
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --model resnet152 --policy dp \
+        --batch 32 --out "$TMP/auto.ini"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"recompute auto"*"(16 virtual workers, 16 ranks)"* ]]
+    [ "$(echo "$output" | grep -cE '^  [0-9] .*rtx2060 .* yes$')" -eq 4 ]
+    [ "$(echo "$output" | grep -cE '^  [0-9] .* yes$')" -eq 4 ]
+    [ "$(grep -c '^recompute = 1$' "$TMP/auto.ini")" -eq 4 ]
+    grep -q '^recompute = auto$' "$TMP/auto.ini"
+    # always: every stage
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --model resnet152 --policy dp \
+        --batch 32 --recompute always
+    [ "$status" -eq 0 ]
+    [ "$(echo "$output" | grep -cE '^  [0-9] .* yes$')" -eq 16 ]
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --recompute sometimes
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--recompute=sometimes"*"allowed: auto, never, always"* ]]
+}
+
 @test "hetpipe plan refuses bad options and files clearly" {
     run "$HETPIPE" plan --model vgg19
     [ "$status" -eq 2 ]

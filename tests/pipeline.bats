@@ -25,17 +25,19 @@ cluster_of() {
     echo "$TMP/c$#.ini"
 }
 
-# equal_to_train K [env...]: a K-stage VW with Nm = 1 gives hetpipe train's per-step losses
-# and final parameters, bit for bit (tolerance 0), over 50 steps
+# equal_to_train K [OPTION...]: a K-stage VW with Nm = 1 (and the options) gives hetpipe
+# train's per-step losses and final parameters, bit for bit (tolerance 0), over 50 steps
 equal_to_train() {
     k=$1
+    shift
     # shellcheck disable=SC2046
     c=$(cluster_of $(echo titanv titanrtx rtx2060 p4000 | cut -d' ' -f1-"$k"))
     run "$HETPIPE" run --local --cluster "$c" --policy ed --nm 1 --emulate off --epochs 1 \
-        --train-limit 3200 --test-limit 500 --log-every 0 --step-log "$TMP/pipe.csv"
+        --train-limit 3200 --test-limit 500 --log-every 0 --step-log "$TMP/pipe.csv" "$@"
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"this one of $k stages, Nm 1"* ]]
+    pipe_out=$output
     pipe_hash=$(echo "$output" | sed -n 's/.*parameters hash \([0-9a-f]*\).*/\1/p')
     run "$HETPIPE" train --model cnn --device cpu --epochs 1 --train-limit 3200 --test-limit 500 \
         --log-every 0 --step-log "$TMP/train.csv"
@@ -57,6 +59,13 @@ equal_to_train() {
 
 @test "4 stages, Nm 1, shared memory: the same losses and weights as hetpipe train" {
     equal_to_train 4
+}
+
+@test "3 stages, Nm 1, every stage recomputing its forward pass: the same as hetpipe train" {
+    equal_to_train 3 --recompute always
+    # the plan says so: in its header, and on every stage's row
+    [[ "$pipe_out" == *"minibatch 64, recompute always"* ]]
+    [ "$(echo "$pipe_out" | grep -cE '^  [0-9] .* yes$')" -eq 3 ]
 }
 
 @test "4 stages, Nm 1, TCP on loopback: the same losses and weights as hetpipe train" {

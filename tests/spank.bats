@@ -119,16 +119,18 @@ refused() {
     refused srun -N1 --hetpipe-policy=fast true
     refused salloc -N1 --hetpipe-nm=0 true
     refused salloc -N1 --hetpipe-staleness=x true
+    refused srun -N1 --hetpipe-recompute=maybe true
+    [[ "$output" == *"--hetpipe-recompute=maybe"*"allowed: auto, never, always"* ]]
 }
 
 @test "srun: the options reach the tasks' environment" {
     run timeout 30 srun -N1 --hetpipe-policy=ed --hetpipe-staleness=3 --hetpipe-nm=auto \
         --hetpipe-placement=local --hetpipe-model=cnn --hetpipe-batch=64 --hetpipe-epochs=2 \
-        --hetpipe-dry-run env
+        --hetpipe-dry-run --hetpipe-recompute=always env
     echo "$output"
     [ "$status" -eq 0 ]
     for kv in POLICY=ed STALENESS=3 NM=auto PLACEMENT=local MODEL=cnn BATCH=64 EPOCHS=2 \
-        DRY_RUN=1 "CONF=$ROOT/etc/hetpipe.conf"; do
+        DRY_RUN=1 RECOMPUTE=always "CONF=$ROOT/etc/hetpipe.conf"; do
         echo "$output" | grep -qx "HETPIPE_$kv"
     done
     # a model path is carried as given
