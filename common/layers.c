@@ -505,3 +505,65 @@ int hp_unit_build_bottleneck(struct hp_unit *u, int filters, int stride)
     t = t < 0 ? t : add_simple(u, HP_OP_RELU, t, -1);
     return t < 0 ? t : hp_unit_finish(u);
 }
+
+/* Lowest offset at which `size` bytes overlap none of the nc buffers (offset, size) given. */
+static size_t first_fit(size_t size, const size_t (*c)[2], int nc)
+{
+    size_t o = 0;
+
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int k = 0; k < nc; k++) {
+            if (c[k][1] && size && c[k][0] < o + size && o < c[k][0] + c[k][1]) {
+                o = c[k][0] + c[k][1];
+                moved = 1;
+            }
+        }
+    }
+    return o;
+}
+
+/* Place one buffer of `size` live with the nc buffers of conf[] (spots and sizes): in the
+ * slot's dead end of `dead` bytes if it fits there, else in the region (its end raising
+ * *ext). */
+static void place_one(size_t size, size_t dead, const struct hp_grad_spot *const *conf,
+                      const size_t *conf_size, int nc, struct hp_grad_spot *s, size_t *ext)
+{
+    size_t c[4][2];
+    int n;
+
+    for (int slot = 1; slot >= 0; slot--) {
+        n = 0;
+        for (int k = 0; k < nc; k++)
+            if (conf[k]->in_slot == slot) {
+                c[n][0] = conf[k]->off;
+                c[n++][1] = conf_size[k];
+            }
+        s->in_slot = slot;
+        s->off = first_fit(size, c, n);
+        if (!slot) {
+            if (s->off + size > *ext)
+                *ext = s->off + size;
+        } else if (s->off + size <= dead) {
+            return;
+        }
+    }
+}
+
+void hp_grad_place(const struct hp_grad_need *need, int u0, int u1, struct hp_grad_spot *inner,
+                   struct hp_grad_spot *out, size_t *dedicated)
+{
+    size_t ext = need[u1 - 1].out, dead = 0;
+
+    out[u1 - 1] = (struct hp_grad_spot){0, 0};
+    for (int j = u1 - 1; j >= u0; j--) {
+        /* N_j is live with O_j; O_(j-1) with O_j and N_j. Dead: the blocks after j. */
+        const struct hp_grad_spot *conf[2] = {&out[j], &inner[j]};
+        const size_t size[2] = {need[j].out, need[j].inner};
+        place_one(need[j].inner, dead, conf, size, 1, &inner[j], &ext);
+        dedicated[j] = ext;
+        if (j > u0)
+            place_one(need[j - 1].out, dead, conf, size, 2, &out[j - 1], &ext);
+        dead += need[j].block;
+    }
+}

@@ -161,4 +161,29 @@ struct hp_unit_layout {
 };
 void hp_unit_layout(const struct hp_unit *u, int batch, size_t align, struct hp_unit_layout *l);
 
+/* Where a net's activation gradients go (net.h). Backward runs unit by unit from the last, so
+ * while unit j runs backward the activations the slot holds for units after j are dead: the
+ * gradient buffers go there when they fit, else into one region of their own. Per unit j of
+ * the net: its inner gradients N_j (hp_unit_layout's grads; live while j runs backward) and
+ * its output's gradient O_j (written by unit j + 1's backward, read by j's; the net output's,
+ * written before backward, always has its own region). Both may use the dead end of the slot
+ * (the blocks of units j + 1 ...), taken in turn from the last unit back, each at the lowest
+ * offset that overlaps no buffer live at the same time, measured back from the slot's end, so
+ * a buffer's place does not depend on where the net starts. */
+struct hp_grad_need {
+    size_t block; /* the unit's activations in a slot */
+    size_t out;   /* its output's gradient */
+    size_t inner; /* its inner gradients */
+};
+struct hp_grad_spot {
+    int in_slot; /* in the slot that runs backward, else in the gradient region */
+    size_t off;  /* in_slot: bytes from the buffer's end to the slot's end; else the offset
+                    into the region */
+};
+/* Place N_j (inner[j]) and O_j (out[j]) for the units [u0, u1) of need[] (indexed by unit;
+ * O_(u0-1), the net input's gradient, is not placed). dedicated[j], for u0 <= j < u1: the
+ * bytes of the gradient region of a net of units [j, u1). */
+void hp_grad_place(const struct hp_grad_need *need, int u0, int u1, struct hp_grad_spot *inner,
+                   struct hp_grad_spot *out, size_t *dedicated);
+
 #endif

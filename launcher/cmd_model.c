@@ -4,6 +4,7 @@
 #include "model.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static const char synopsis[] =
     "usage: hetpipe model --model NAME|PATH [--units]   (or: hetpipe model NAME)\n"
@@ -23,20 +24,27 @@ static void print_units(const struct hp_model *m)
     }
 }
 
-/* Bytes per sample of the activation gradients a net of the whole model holds (net.h): two
- * buffers of the largest unit output (one for one unit) and the largest unit's inner
- * gradients live at once. */
+/* Bytes per sample of the activation gradients a net of the whole model holds outside its
+ * slot (net.h, hp_grad_place): the rest go where the slot's activations of later units were. */
 static size_t grad_bytes(const struct hp_model *m)
 {
-    size_t out = 0, inner = 0;
+    struct hp_grad_need *need = calloc((size_t)m->nunits, sizeof(*need));
+    struct hp_grad_spot *sp = calloc(2 * (size_t)m->nunits, sizeof(*sp));
+    size_t *ded = calloc((size_t)m->nunits, sizeof(*ded)), r = 0;
 
-    for (int i = 0; i < m->nunits; i++) {
-        if (m->units[i].cost.out_bytes > out)
-            out = m->units[i].cost.out_bytes;
-        if (m->units[i].cost.grad_bytes > inner)
-            inner = m->units[i].cost.grad_bytes;
+    if (need && sp && ded) {
+        for (int i = 0; i < m->nunits; i++) {
+            struct hp_unit_layout l;
+            hp_unit_layout(&m->units[i], 1, 1, &l);
+            need[i] = (struct hp_grad_need){l.acts, m->units[i].cost.out_bytes, l.grads};
+        }
+        hp_grad_place(need, 0, m->nunits, sp, sp + m->nunits, ded);
+        r = ded[0];
     }
-    return (m->nunits > 1 ? 2 : 1) * out + inner;
+    free(need);
+    free(sp);
+    free(ded);
+    return r;
 }
 
 int hp_cmd_model(int argc, char **argv)
@@ -73,7 +81,7 @@ int hp_cmd_model(int argc, char **argv)
            t.bwd_flops);
     printf("activations kept for backward per sample: %.2f MiB\n",
            (double)t.saved_bytes / 1048576.0);
-    printf("activation gradients live at once per sample: %.2f MiB\n",
+    printf("activation gradients beyond those (in no dead activation) per sample: %.2f MiB\n",
            (double)grad_bytes(m) / 1048576.0);
     hp_model_destroy(m);
     return 0;

@@ -25,10 +25,36 @@ static double aligned(double bytes)
 }
 
 /* Per-unit figures of the memory model at c->batch: prefix sums of parameter, state and slot
- * bytes, and each unit's aligned output, inner gradients and largest tensor. */
+ * bytes, and each unit's aligned output and largest tensor. */
 struct unit_mem {
-    double *params, *state, *out, *inner, *scratch; /* params, state: [n + 1] prefix sums */
+    double *params, *state, *out, *scratch; /* params, state: [n + 1] prefix sums */
 };
+
+/* The activation gradient region of every unit range, with and without recomputation
+ * (hp_grad_place, as the runtime places them): one pass from each range end u1 back gives
+ * the region of [u0, u1) for every u0. need: [2 x n], the units' slot blocks (without, then
+ * with recomputation), outputs and inner gradients. 0 or -HP_ENOMEM. */
+static int grad_tables(struct hp_cost *c, const struct hp_grad_need *need)
+{
+    const int n = c->nunits;
+    struct hp_grad_spot *sp = calloc(2 * (size_t)n, sizeof(*sp));
+    size_t *ded = calloc((size_t)n, sizeof(*ded));
+
+    if (!sp || !ded) {
+        free(sp);
+        free(ded);
+        return -HP_ENOMEM;
+    }
+    for (int rc = 0; rc < 2; rc++)
+        for (int u1 = 1; u1 <= n; u1++) {
+            hp_grad_place(need + (size_t)rc * n, 0, u1, sp, sp + n, ded);
+            for (int u0 = 0; u0 < u1; u0++)
+                c->grads[rc][(size_t)u0 * n + (size_t)(u1 - 1)] = (uint32_t)(ded[u0] / HP_ALIGN);
+        }
+    free(sp);
+    free(ded);
+    return 0;
+}
 
 /* Prefix sums and range tables of the memory model, at c->batch (see cost.h). 0 or
  * -HP_ENOMEM. */
@@ -37,13 +63,16 @@ static int memory_tables(struct hp_cost *c)
     const struct hp_model *m = c->model;
     const int n = c->nunits;
     const double b = c->batch;
-    double *buf = calloc(5 * (size_t)n + 2, sizeof(double)),
+    double *buf = calloc(4 * (size_t)n + 2, sizeof(double)),
            *own = calloc((size_t)n, sizeof(double));
-    struct unit_mem um = {buf, buf + n + 1, buf + 2 * n + 2, buf + 3 * n + 2, buf + 4 * n + 2};
+    struct hp_grad_need *need = calloc(2 * (size_t)n, sizeof(*need));
+    struct unit_mem um = {buf, buf + n + 1, buf + 2 * n + 2, buf + 3 * n + 2};
+    int rc;
 
-    if (!buf || !own) {
+    if (!buf || !own || !need) {
         free(buf);
         free(own);
+        free(need);
         return -HP_ENOMEM;
     }
     for (int u = 0; u < n; u++) {
@@ -55,22 +84,21 @@ static int memory_tables(struct hp_cost *c)
         c->p_slot[u + 1] = c->p_slot[u] + (double)(l.acts + l.extra);
         c->in_bytes[u] = aligned((double)hp_shape_size(un->in) * sizeof(float) * b);
         um.out[u] = aligned((double)hp_shape_size(un->out) * sizeof(float) * b);
-        um.inner[u] = (double)l.grads;
         um.scratch[u] = (double)un->cost.scratch_bytes;
         /* recomputation keeps the unit's output per slot; the rest goes to the work area */
         c->p_bound[u + 1] = c->p_bound[u] + um.out[u];
         own[u] = (double)(l.acts + l.extra) - um.out[u];
+        need[u] = (struct hp_grad_need){l.acts, (size_t)um.out[u], l.grads};
+        need[n + u] = (struct hp_grad_need){(size_t)um.out[u], (size_t)um.out[u], l.grads};
     }
     for (int u = 0; u < n; u++) {
         /* row u0 = u: over [u, v] for v >= u */
-        double ws = 0.0, tb = 0.0, ob = 0.0, ib = 0.0, wk = 0.0;
+        double ws = 0.0, tb = 0.0, wk = 0.0;
         for (int v = u; v < n; v++) {
             const double wv = (double)m->units[v].cost.workspace_bytes;
             const double p = um.params[v + 1] - um.params[u], st = um.state[v + 1] - um.state[u];
             ws = wv > ws ? wv : ws;
             tb = um.scratch[v] > tb ? um.scratch[v] : tb;
-            ob = um.out[v] > ob ? um.out[v] : ob;
-            ib = um.inner[v] > ib ? um.inner[v] : ib;
             wk = own[v] > wk ? own[v] : wk;
             c->work[(size_t)u * n + v] = wk;
             c->stash[(size_t)u * n + v] = aligned(p > 0.0 ? p : sizeof(float));
@@ -79,15 +107,16 @@ static int memory_tables(struct hp_cost *c)
             c->fixed[(size_t)u * n + v] =
                 3.0 * c->stash[(size_t)u * n + v]              /* parameters, gradients, momentum */
                 + aligned(st > 0.0 ? st : sizeof(float))       /* batch norm state */
-                + (v > u ? 2.0 : 1.0) * ob + ib                /* activation gradients */
                 + aligned(ws > 268435456.0 ? 268435456.0 : ws) /* workspace */
                 + aligned(tb * b)                              /* scratch */
                 + aligned(b * sizeof(int32_t));                /* labels */
         }
     }
+    rc = grad_tables(c, need);
     free(buf);
     free(own);
-    return 0;
+    free(need);
+    return rc;
 }
 
 int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gpudb *db, int batch)
@@ -107,9 +136,11 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->work = calloc((size_t)c->nunits * c->nunits, sizeof(double));
     c->in_bytes = calloc((size_t)c->nunits, sizeof(double));
     c->fixed = calloc((size_t)c->nunits * c->nunits, sizeof(double));
+    c->grads[0] = calloc((size_t)c->nunits * c->nunits, sizeof(uint32_t));
+    c->grads[1] = calloc((size_t)c->nunits * c->nunits, sizeof(uint32_t));
     c->stash = calloc((size_t)c->nunits * c->nunits, sizeof(double));
     if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_slot || !c->in_bytes ||
-        !c->fixed || !c->stash || !c->p_bound || !c->work) {
+        !c->fixed || !c->stash || !c->p_bound || !c->work || !c->grads[0] || !c->grads[1]) {
         hp_cost_release(c);
         return -HP_ENOMEM;
     }
@@ -144,6 +175,9 @@ void hp_cost_release(struct hp_cost *c)
     free(c->stash);
     free(c->p_bound);
     free(c->work);
+    free(c->grads[0]);
+    free(c->grads[1]);
+    c->grads[0] = c->grads[1] = NULL;
     c->fwd_s = c->bwd_s = c->prefix_fwd = c->prefix_bwd = NULL;
     c->p_slot = c->in_bytes = c->fixed = c->stash = c->p_bound = c->work = NULL;
 }
@@ -192,8 +226,9 @@ double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, i
     const double acts = recompute ? nslots * (in + c->p_bound[u1] - c->p_bound[u0]) + c->work[r]
                                   : nslots * (in + c->p_slot[u1] - c->p_slot[u0]);
 
-    return c->fixed[r] + acts         /* activations, extras */
-           + (input_grad ? in : 0.0); /* the input's gradient */
+    return c->fixed[r] + acts                                     /* activations, extras */
+           + (double)c->grads[recompute ? 1 : 0][r] * HP_ALIGN /* activation gradients */
+           + (input_grad ? in : 0.0);                            /* the input's gradient */
 }
 
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first,

@@ -31,6 +31,8 @@
 #include "model.h"
 #include "plan.h"
 
+#include <stdint.h>
+
 struct hp_cost {
     const struct hp_model *model;
     const struct hp_gpudb *db;
@@ -43,10 +45,13 @@ struct hp_cost {
     /* for O(1) stage memory, at `batch` (see above): prefix sums of a minibatch's activations
      * and extras, each unit's input (aligned), and [nunits x nunits] tables over unit ranges
      * [u0, v]: the bytes that do not depend on the slots (parameters, gradients, momentum,
-     * state, activation gradients but the input's, workspace, scratch, labels) and the
-     * bytes of one stashed version of the parameters */
+     * state, workspace, scratch, labels) and the bytes of one stashed version of the
+     * parameters */
     double *p_slot, *in_bytes;
     double *fixed, *stash;
+    /* over unit ranges, without [0] and with [1] recomputation: the activation gradient
+     * region but the input's gradient (hp_grad_place), in units of HP_ALIGN bytes */
+    uint32_t *grads[2];
     /* recomputation: prefix sums of a minibatch's unit outputs (aligned), and over unit
      * ranges the largest unit's inner activations and extras (the work area) */
     double *p_bound, *work;

@@ -24,9 +24,12 @@ struct net_tensor {
                         area when in_work */
     int in_work;     /* recompute: an inner tensor of a unit, held in the one work area that
                         every unit's recomputed forward pass shares */
-    size_t grad_off; /* floats into the gradient region (shared by tensors not live at once) */
-    int has_grad;    /* all but the input unless need_input_grad */
-    float *grad;     /* NULL for the input unless need_input_grad */
+    size_t grad_off; /* floats into the gradient region, or into a slot when grad_in_slot
+                        (hp_grad_place; shared by tensors not live at once) */
+    int grad_in_slot; /* the gradient sits in the dead end of the slot running backward */
+    int has_grad;     /* all but the input unless need_input_grad */
+    float *grad;      /* NULL for the input unless need_input_grad; in a slot: that of the
+                         last backward (slot 0 before any) */
     int consumers;   /* ops reading it (+1 for the net's output) */
     int grad_ready;  /* during backward: the gradient holds a first contribution */
 };
@@ -67,6 +70,7 @@ struct hp_net {
     float *work;         /* recompute: one unit's inner activations and extras */
     size_t work_floats;  /* 0 unless recompute */
     uint64_t *slot_seed; /* recompute: the step seed of each slot's training forward */
+    float *grad_region; /* the activation gradients that are not in a slot */
     float *workspace, *scratch;
     int32_t *labels;
     int32_t *labels_host; /* staging for hp_net_loss (allocated once) */
@@ -192,29 +196,33 @@ static void place_recomputed(struct net_tensor *t, const struct hp_unit_layout *
     t->act_off = t->in_work ? (off - (off > out_off ? out_bytes : 0)) / sizeof(float) : bound;
 }
 
-/* Lay out the activations of one slot, the per-op extras and the gradient region, unit by
- * unit as hp_unit_layout places them (so the planner predicts the same bytes). Gradients:
- * the input's own buffer (need_input_grad), then two boundary buffers of the largest unit
- * output, the outputs of the units taking turns from the net's output back (one buffer when
- * the net has one unit; while a unit runs backward its output's gradient is in one and its
- * input's fills the other), then one region of the largest unit's inner gradients.
+/* Lay out the activations of one slot and the per-op extras, unit by unit as hp_unit_layout
+ * places them (so the planner predicts the same bytes), then the activation gradients: the
+ * input's own buffer (need_input_grad) at the start of the gradient region, then each unit's
+ * inner gradients and output gradient where hp_grad_place puts them, in the dead end of the
+ * slot running backward or in the region after the input's.
  * Recompute: a slot holds the input and each unit's output; one work area, the largest
  * unit's inner activations then its extras, serves every unit's forward pass in turn. */
-static void plan_tensors(struct hp_net *net)
+static int plan_tensors(struct hp_net *net)
 {
     const int batch = net->cfg.batch, n = net->u1 - net->u0, rc = net->cfg.recompute;
-    size_t bound = 0, inner = 0, boff, ioff, base = 0;
+    struct hp_grad_need *need = calloc((size_t)n, sizeof(*need));
+    struct hp_grad_spot *inner = calloc((size_t)n, sizeof(*inner));
+    struct hp_grad_spot *outg = calloc((size_t)n, sizeof(*outg));
+    size_t *ded = calloc((size_t)n, sizeof(*ded)), boff, base = 0;
 
-    for (int u = net->u0; u < net->u1; u++) {
-        const size_t b = abytes((size_t)batch * hp_shape_size(net->model->units[u].out));
-        bound = b > bound ? b : bound;
+    if (!need || !inner || !outg || !ded) {
+        free(need);
+        free(inner);
+        free(outg);
+        free(ded);
+        return -HP_ENOMEM;
     }
     net->tensors[0].act_off = 0;
     net->slot_floats = abytes(net->tensors[0].size) / sizeof(float);
     net->tensors[0].grad_off = 0;
     net->tensors[0].has_grad = net->cfg.need_input_grad;
     boff = net->cfg.need_input_grad ? abytes(net->tensors[0].size) : 0;
-    ioff = boff + (n > 1 ? 2 : 1) * bound;
     for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
         const struct hp_unit *unit = &net->model->units[u];
         const size_t out_bytes = abytes((size_t)batch * hp_shape_size(unit->out));
@@ -231,11 +239,8 @@ static void plan_tensors(struct hp_net *net)
                 o->extra_off = net->extra_floats + l.extra_off[i] / sizeof(float);
             }
             t->has_grad = 1;
-            t->grad_off =
-                (l.grad_root[i + 1] < unit->nops ? ioff + l.grad_off[i + 1]
-                                                 : boff + (size_t)((n - 1 - k) % 2) * bound) /
-                sizeof(float);
         }
+        need[k] = (struct hp_grad_need){rc ? out_bytes : l.acts, out_bytes, l.grads};
         if (rc) {
             const size_t w = (l.acts - out_bytes + l.extra) / sizeof(float);
             net->slot_floats += out_bytes / sizeof(float);
@@ -244,14 +249,36 @@ static void plan_tensors(struct hp_net *net)
             net->slot_floats += l.acts / sizeof(float);
             net->extra_floats += l.extra / sizeof(float);
         }
-        inner = l.grads > inner ? l.grads : inner;
         base += (size_t)unit->nops;
     }
-    net->mem.act_grads = ioff + inner;
+    hp_grad_place(need, 0, n, inner, outg, ded);
+    base = 0;
+    for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
+        const struct hp_unit *unit = &net->model->units[u];
+        struct hp_unit_layout l;
+        hp_unit_layout(unit, batch, HP_ALIGN, &l);
+        for (int i = 0; i < unit->nops; i++) {
+            struct net_tensor *t = &net->tensors[base + (size_t)i + 1];
+            const int own = l.grad_root[i + 1] < unit->nops; /* else the output's buffer */
+            const struct hp_grad_spot *sp = own ? &inner[k] : &outg[k];
+            const size_t size = own ? need[k].inner : need[k].out, at = own ? l.grad_off[i + 1] : 0;
+            t->grad_in_slot = sp->in_slot;
+            t->grad_off = (sp->in_slot ? net->slot_floats * sizeof(float) - sp->off - size + at
+                                       : boff + sp->off + at) /
+                          sizeof(float);
+        }
+        base += (size_t)unit->nops;
+    }
+    net->mem.act_grads = boff + ded[0];
+    free(need);
+    free(inner);
+    free(outg);
+    free(ded);
+    return 0;
 }
 
 /* Plan the arena: the sizes of every part (parameters, gradients and momentum parallel). */
-static void plan_arena(struct hp_net *net, size_t ws_bytes)
+static int plan_arena(struct hp_net *net, size_t ws_bytes)
 {
     const struct hp_net_config *cfg = &net->cfg;
     struct hp_net_memory *mem = &net->mem;
@@ -264,7 +291,8 @@ static void plan_arena(struct hp_net *net, size_t ws_bytes)
         net->nstate += unit->nstate;
         scratch = f > scratch ? f : scratch;
     }
-    plan_tensors(net);
+    if (plan_tensors(net))
+        return -HP_ENOMEM;
     mem->params = mem->grads = mem->momentum = abytes(net->nparams ? net->nparams : 1);
     mem->state = abytes(net->nstate ? net->nstate : 1);
     mem->activations = ((size_t)cfg->nslots * net->slot_floats + net->work_floats) * sizeof(float);
@@ -274,6 +302,18 @@ static void plan_arena(struct hp_net *net, size_t ws_bytes)
                  hp_align_up((size_t)cfg->batch * sizeof(int32_t), HP_ALIGN);
     mem->total = mem->params + mem->grads + mem->momentum + mem->state + mem->activations +
                  mem->act_grads + mem->workspace + mem->scratch + mem->other;
+    return 0;
+}
+
+/* Point the tensors' gradients at their buffers for a backward pass of `slot`. */
+static void point_grads(struct hp_net *net, int slot)
+{
+    float *s = net->acts + (size_t)slot * net->slot_floats;
+
+    for (int i = 0; i < net->ntensors; i++) {
+        struct net_tensor *t = &net->tensors[i];
+        t->grad = !t->has_grad ? NULL : (t->grad_in_slot ? s : net->grad_region) + t->grad_off;
+    }
 }
 
 /* Carve the allocated arena into its parts, in plan_arena's order. */
@@ -281,7 +321,7 @@ static void carve_arena(struct hp_net *net)
 {
     const struct hp_net_config *cfg = &net->cfg;
     const size_t np = net->mem.params / sizeof(float), ns = net->mem.state / sizeof(float);
-    float *a = net->arena, *grads;
+    float *a = net->arena;
     size_t off = 0;
 
     net->params = a + off;
@@ -296,9 +336,8 @@ static void carve_arena(struct hp_net *net)
     off += (size_t)cfg->nslots * net->slot_floats;
     net->work = a + off;
     off += net->work_floats;
-    grads = a + off;
-    for (int i = 0; i < net->ntensors; i++)
-        net->tensors[i].grad = net->tensors[i].has_grad ? grads + net->tensors[i].grad_off : NULL;
+    net->grad_region = a + off;
+    point_grads(net, 0);
     off += net->mem.act_grads / sizeof(float);
     net->workspace = a + off;
     off += net->mem.workspace / sizeof(float);
@@ -369,7 +408,11 @@ static int net_plan(struct hp_backend *be, const struct hp_model *model, int u0,
         hp_net_destroy(net);
         return rc;
     }
-    plan_arena(net, ws_bytes);
+    rc = plan_arena(net, ws_bytes);
+    if (rc) {
+        hp_net_destroy(net);
+        return rc;
+    }
     *out = net;
     return 0;
 }
@@ -844,6 +887,7 @@ int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights)
 
     if (slot < 0 || slot >= net->cfg.nslots)
         return -HP_EINVAL;
+    point_grads(net, slot);
     for (int i = 0; i < net->ntensors; i++)
         net->tensors[i].grad_ready = 0;
     net->tensors[net->ntensors - 1].grad_ready = 1;

@@ -240,6 +240,110 @@ START_TEST(recompute_bit_for_bit)
 }
 END_TEST
 
+/* Forward of slot `sl` from inputs of seed `seed`, then (if dy_seed) its backward from an
+ * output gradient of dy_seed. */
+static void step_slot(struct hp_net *net, int sl, size_t in, size_t out, uint64_t seed,
+                      uint64_t dy_seed, int fwd)
+{
+    if (fwd) {
+        float *x = hp_net_input(net, sl);
+        for (size_t i = 0; i < in; i++)
+            x[i] = 2.0f * hp_rng_uniform(seed, i) - 1.0f;
+        ck_assert_int_eq(hp_net_forward(net, sl, 1, seed), 0);
+    }
+    if (dy_seed) {
+        float *dy = hp_net_output_grad(net);
+        for (size_t i = 0; i < out; i++)
+            dy[i] = hp_rng_uniform(dy_seed, i) - 0.5f;
+        ck_assert_int_eq(hp_net_backward(net, sl), 0);
+    }
+}
+
+/* Activation gradients go where the slot running backward held the activations of later
+ * units (hp_grad_place): that leaves every other slot alone, and the gradients are those of
+ * a net with one slot, bit for bit; and the region of their own is smaller than the two
+ * largest unit outputs the gradients of a whole model would need otherwise. */
+START_TEST(gradients_in_dead_activations)
+{
+    const char *models[] = {"cnn", "tests/models/resnet-mini.ini", all_units_model()};
+
+    hp_backend_cpu_set_threads(1);
+    for (size_t mi = 0; mi < sizeof(models) / sizeof(models[0]); mi++) {
+        struct hp_model *m;
+        ck_assert_int_eq(hp_model_load(models[mi], &m), 0);
+        const int ranges[3][2] = {{0, m->nunits}, {0, m->nunits / 2}, {m->nunits / 2, m->nunits}};
+        for (int ri = 0; ri < 3; ri++)
+            for (int rc = 0; rc < 2; rc++) {
+                const int u0 = ranges[ri][0], u1 = ranges[ri][1];
+                if (u0 >= u1)
+                    continue;
+                struct hp_backend *be;
+                struct hp_net *two, *one;
+                const struct hp_net_config c2 = {8, 2, 1, rc}, c1 = {8, 1, 1, rc};
+                const size_t in = 8 * hp_shape_size(m->units[u0].in);
+                const size_t out = 8 * hp_shape_size(m->units[u1 - 1].out);
+                ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+                ck_assert_int_eq(hp_net_create(be, m, u0, u1, &c2, &two), 0);
+                ck_assert_int_eq(hp_net_create(be, m, u0, u1, &c1, &one), 0);
+                ck_assert_int_eq(hp_net_init_params(two, 7), 0);
+                ck_assert_int_eq(hp_net_init_params(one, 7), 0);
+                const size_t np = hp_net_nparams(two);
+                const size_t slot =
+                    (size_t)(hp_net_tensor(two, 1, 0) - hp_net_tensor(two, 0, 0)) * sizeof(float);
+                char *keep = malloc(slot);
+                float *g = malloc(np * sizeof(float));
+                float *dx = malloc(in * sizeof(float));
+                ck_assert_ptr_nonnull(keep);
+                /* slot 0 forward, slot 1 forward and backward: slot 0 is untouched */
+                step_slot(two, 0, in, out, 11, 0, 1);
+                memcpy(keep, hp_net_tensor(two, 0, 0), slot);
+                step_slot(two, 1, in, out, 12, 22, 1);
+                ck_assert_msg(memcmp(keep, hp_net_tensor(two, 0, 0), slot) == 0,
+                              "%s [%d, %d) recompute %d: slot 1's backward wrote into slot 0",
+                              m->name, u0, u1, rc);
+                step_slot(two, 0, in, out, 11, 21, 0);
+                memcpy(g, hp_net_grads(two), np * sizeof(float));
+                memcpy(dx, hp_net_input_grad(two), in * sizeof(float));
+                /* the same minibatch alone in a net of one slot (the same batch norm
+                 * statistics: one training forward before it, as slot 1's above) */
+                step_slot(one, 0, in, out, 12, 0, 1);
+                step_slot(one, 0, in, out, 11, 21, 1);
+                ck_assert_msg(memcmp(g, hp_net_grads(one), np * sizeof(float)) == 0,
+                              "%s [%d, %d) recompute %d: gradients differ", m->name, u0, u1, rc);
+                ck_assert_msg(memcmp(dx, hp_net_input_grad(one), in * sizeof(float)) == 0,
+                              "%s [%d, %d) recompute %d: input gradients differ", m->name, u0, u1,
+                              rc);
+                if (u0 == 0 && u1 == m->nunits && !rc) {
+                    struct hp_net_memory mem;
+                    size_t big[2] = {0, 0};
+                    for (int u = 0; u < m->nunits; u++) {
+                        const size_t b = hp_align_up(
+                            8 * hp_shape_size(m->units[u].out) * sizeof(float), HP_ALIGN);
+                        if (b > big[0]) {
+                            big[1] = big[0];
+                            big[0] = b;
+                        } else if (b > big[1]) {
+                            big[1] = b;
+                        }
+                    }
+                    hp_net_memory(one, &mem);
+                    ck_assert_msg(mem.act_grads - hp_align_up(in * sizeof(float), HP_ALIGN) <
+                                      big[0] + big[1],
+                                  "%s: %zu bytes of activation gradients", m->name,
+                                  mem.act_grads);
+                }
+                free(keep);
+                free(g);
+                free(dx);
+                hp_net_destroy(two);
+                hp_net_destroy(one);
+                hp_backend_destroy(be);
+            }
+        hp_model_destroy(m);
+    }
+}
+END_TEST
+
 Suite *suite_train(void)
 {
     Suite *s = suite_create("train");
@@ -251,6 +355,7 @@ Suite *suite_train(void)
     tcase_add_test(t, mlp_learns_on_a_subset);
     tcase_add_test(t, no_allocation_per_minibatch);
     tcase_add_test(t, recompute_bit_for_bit);
+    tcase_add_test(t, gradients_in_dead_activations);
     suite_add_tcase(s, t);
     return s;
 }
