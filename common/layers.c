@@ -257,15 +257,22 @@ int hp_unit_finish(struct hp_unit *u)
         soff += op->nstate;
         op_cost(op, &u->cost);
     }
-    for (int i = 0; i < u->nops; i++) {
-        const size_t out = hp_shape_size(u->ops[i].out_shape) * sizeof(float);
-        u->cost.saved_bytes += (hp_unit_inplace(u, i) < 0 ? out : 0) +
-                               (u->ops[i].type == HP_OP_DROPOUT ? out : 0); /* + the mask */
-    }
     {
         struct hp_unit_layout l;
         hp_unit_layout(u, 1, 1, &l);
         u->cost.grad_bytes = l.grads;
+        for (int i = 0; i < u->nops; i++) {
+            const size_t out = hp_shape_size(u->ops[i].out_shape) * sizeof(float);
+            u->cost.saved_bytes += (hp_unit_inplace(u, i) < 0 && !l.transient[i + 1] ? out : 0) +
+                                   (u->ops[i].type == HP_OP_DROPOUT ? out : 0); /* + the mask */
+            if (l.transient[i + 1]) {
+                /* made again before the backward of the op reading it */
+                struct hp_unit_cost again = {0};
+                op_cost(&u->ops[i], &again);
+                u->cost.bwd_flops += again.fwd_flops;
+                u->cost.bwd_bytes += again.fwd_bytes;
+            }
+        }
     }
     for (int t = 0; t < u->nops; t++) {
         int readers = 0, bn = 0;
@@ -317,6 +324,21 @@ int hp_unit_inplace(const struct hp_unit *u, int i)
             return t;
     }
     return -1;
+}
+
+int hp_unit_transient(const struct hp_unit *u, int i)
+{
+    int end = i + 1; /* the chain's last tensor */
+
+    if (u->ops[i].type != HP_OP_BN)
+        return 0;
+    if (readers(u, end) != 1)
+        return 0;
+    if (end < u->nops && u->ops[end].type == HP_OP_RELU && hp_unit_inplace(u, end) == end)
+        end++;
+    if (end >= u->nops || readers(u, end) != 1 || u->ops[end].in[0] != end)
+        return 0;
+    return u->ops[end].type == HP_OP_CONV || u->ops[end].type == HP_OP_LINEAR;
 }
 
 /* Share gradient buffers along in-place ops: an in-place op's input gradient is its output
@@ -400,7 +422,10 @@ void hp_unit_layout(const struct hp_unit *u, int batch, size_t align, struct hp_
         const struct hp_op *op = &u->ops[i];
         const int t = i + 1, over = hp_unit_inplace(u, i);
         bytes[t] = hp_align_up((size_t)batch * hp_shape_size(op->out_shape) * sizeof(float), align);
-        if (over > 0) {
+        l->transient[t] = over > 0 ? l->transient[over] : hp_unit_transient(u, i);
+        if (l->transient[t]) {
+            l->temp = bytes[t] > l->temp ? bytes[t] : l->temp;
+        } else if (over > 0) {
             l->act_off[t] = l->act_off[over];
         } else {
             l->act_off[t] = l->acts;

@@ -135,12 +135,22 @@ struct hp_shape hp_unit_tensor_shape(const struct hp_unit *u, int t);
  * output, an add's nothing; and an overwritten tensor had one reader, the op itself. */
 int hp_unit_inplace(const struct hp_unit *u, int i);
 
+/* Whether the output of op i of a finished unit is transient: not kept for backward but made
+ * again, from what is kept, when backward needs it. A batch norm's output, or the in-place
+ * ReLU's over it, read by one op only, a convolution or linear layer that comes right after
+ * (the chain's end not being the unit's output): its backward needs that input, and the
+ * batch norm (with the same batch statistics) and ReLU that made it cost little next to the
+ * convolution. The batch norm's own backward reads its input and saved statistics, the
+ * ReLU's its output, made again just before the convolution's backward. */
+int hp_unit_transient(const struct hp_unit *u, int i);
+
 /* How a net (net.h) lays out one unit at minibatch `batch`, every buffer rounded up to
  * `align` bytes (HP_ALIGN; 1 for per-sample figures at batch 1). Offsets are bytes into the
  * unit's block of each region. The planner (launcher/cost.c) predicts a net's memory from
  * these same figures.
- *  - activations (one minibatch): the outputs of ops that are not in place, in op order; an
- *    in-place op's output has the offset of the tensor it overwrites;
+ *  - activations (one minibatch): the outputs of ops that are not in place and not
+ *    transient, in op order; an in-place op's output has the offset of the tensor it
+ *    overwrites; transient tensors go to one buffer of the net's, as large as the largest;
  *  - extra (one minibatch): dropout masks [batch x size] and batch norm saves [2 x channels];
  *  - gradients: of the inner tensors (1 .. nops - 1; the input's and the output's live in the
  *    net's boundary buffers). An in-place op's input gradient shares its output gradient's
@@ -153,7 +163,9 @@ int hp_unit_inplace(const struct hp_unit *u, int i);
  *    once, not their sum. */
 struct hp_unit_layout {
     size_t acts, extra, grads;            /* bytes of each region */
-    size_t act_off[HP_UNIT_MAX_OPS + 1];  /* tensor t >= 1 */
+    size_t temp;                          /* the largest transient tensor (0: none) */
+    int transient[HP_UNIT_MAX_OPS + 1];   /* tensor t is transient (hp_unit_transient) */
+    size_t act_off[HP_UNIT_MAX_OPS + 1];  /* tensor t >= 1 (not transient) */
     size_t extra_off[HP_UNIT_MAX_OPS];    /* op i (dropout and batch norm) */
     size_t grad_off[HP_UNIT_MAX_OPS + 1]; /* tensor t (1 <= t < nops, unless grad_root is nops) */
     int grad_root[HP_UNIT_MAX_OPS + 1];   /* the tensor whose gradient buffer t's is: t itself,

@@ -25,9 +25,9 @@ static double aligned(double bytes)
 }
 
 /* Per-unit figures of the memory model at c->batch: prefix sums of parameter, state and slot
- * bytes, and each unit's aligned output and largest tensor. */
+ * bytes, and each unit's aligned output, largest tensor and largest transient tensor. */
 struct unit_mem {
-    double *params, *state, *out, *scratch; /* params, state: [n + 1] prefix sums */
+    double *params, *state, *out, *scratch, *temp; /* params, state: [n + 1] prefix sums */
 };
 
 /* The activation gradient region of every unit range, with and without recomputation
@@ -63,10 +63,10 @@ static int memory_tables(struct hp_cost *c)
     const struct hp_model *m = c->model;
     const int n = c->nunits;
     const double b = c->batch;
-    double *buf = calloc(4 * (size_t)n + 2, sizeof(double)),
+    double *buf = calloc(5 * (size_t)n + 2, sizeof(double)),
            *own = calloc((size_t)n, sizeof(double));
     struct hp_grad_need *need = calloc(2 * (size_t)n, sizeof(*need));
-    struct unit_mem um = {buf, buf + n + 1, buf + 2 * n + 2, buf + 3 * n + 2};
+    struct unit_mem um = {buf, buf + n + 1, buf + 2 * n + 2, buf + 3 * n + 2, buf + 4 * n + 2};
     int rc;
 
     if (!buf || !own || !need) {
@@ -85,6 +85,7 @@ static int memory_tables(struct hp_cost *c)
         c->in_bytes[u] = aligned((double)hp_shape_size(un->in) * sizeof(float) * b);
         um.out[u] = aligned((double)hp_shape_size(un->out) * sizeof(float) * b);
         um.scratch[u] = (double)un->cost.scratch_bytes;
+        um.temp[u] = (double)l.temp;
         /* recomputation keeps the unit's output per slot; the rest goes to the work area */
         c->p_bound[u + 1] = c->p_bound[u] + um.out[u];
         own[u] = (double)(l.acts + l.extra) - um.out[u];
@@ -93,12 +94,13 @@ static int memory_tables(struct hp_cost *c)
     }
     for (int u = 0; u < n; u++) {
         /* row u0 = u: over [u, v] for v >= u */
-        double ws = 0.0, tb = 0.0, wk = 0.0;
+        double ws = 0.0, tb = 0.0, wk = 0.0, tt = 0.0;
         for (int v = u; v < n; v++) {
             const double wv = (double)m->units[v].cost.workspace_bytes;
             const double p = um.params[v + 1] - um.params[u], st = um.state[v + 1] - um.state[u];
             ws = wv > ws ? wv : ws;
             tb = um.scratch[v] > tb ? um.scratch[v] : tb;
+            tt = um.temp[v] > tt ? um.temp[v] : tt;
             wk = own[v] > wk ? own[v] : wk;
             c->work[(size_t)u * n + v] = wk;
             c->stash[(size_t)u * n + v] = aligned(p > 0.0 ? p : sizeof(float));
@@ -109,6 +111,7 @@ static int memory_tables(struct hp_cost *c)
                 + aligned(st > 0.0 ? st : sizeof(float))       /* batch norm state */
                 + aligned(ws > 268435456.0 ? 268435456.0 : ws) /* workspace */
                 + aligned(tb * b)                              /* scratch */
+                + tt                                           /* transient tensors */
                 + aligned(b * sizeof(int32_t));                /* labels */
         }
     }
@@ -226,9 +229,9 @@ double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, i
     const double acts = recompute ? nslots * (in + c->p_bound[u1] - c->p_bound[u0]) + c->work[r]
                                   : nslots * (in + c->p_slot[u1] - c->p_slot[u0]);
 
-    return c->fixed[r] + acts                                     /* activations, extras */
+    return c->fixed[r] + acts                                  /* activations, extras */
            + (double)c->grads[recompute ? 1 : 0][r] * HP_ALIGN /* activation gradients */
-           + (input_grad ? in : 0.0);                            /* the input's gradient */
+           + (input_grad ? in : 0.0);                          /* the input's gradient */
 }
 
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first,

@@ -18,20 +18,22 @@
 /* A tensor of the net: the input (id 0) or the output of one op. */
 struct net_tensor {
     struct hp_shape shape;
-    size_t size;     /* floats per minibatch: batch x shape */
-    size_t act_off;  /* floats into a slot's activation region (an in-place op's output
-                        shares the offset of the tensor it overwrites), or into the work
-                        area when in_work */
-    int in_work;     /* recompute: an inner tensor of a unit, held in the one work area that
-                        every unit's recomputed forward pass shares */
-    size_t grad_off; /* floats into the gradient region, or into a slot when grad_in_slot
-                        (hp_grad_place; shared by tensors not live at once) */
+    size_t size;      /* floats per minibatch: batch x shape */
+    size_t act_off;   /* floats into a slot's activation region (an in-place op's output
+                         shares the offset of the tensor it overwrites), or into the work
+                         area when in_work */
+    int in_work;      /* recompute: an inner tensor of a unit, held in the one work area that
+                         every unit's recomputed forward pass shares */
+    int in_temp;      /* transient (hp_unit_transient): in the net's one temp buffer */
+    int temp_from;    /* in_temp: the net op that starts its chain (a batch norm) */
+    size_t grad_off;  /* floats into the gradient region, or into a slot when grad_in_slot
+                         (hp_grad_place; shared by tensors not live at once) */
     int grad_in_slot; /* the gradient sits in the dead end of the slot running backward */
     int has_grad;     /* all but the input unless need_input_grad */
     float *grad;      /* NULL for the input unless need_input_grad; in a slot: that of the
                          last backward (slot 0 before any) */
-    int consumers;   /* ops reading it (+1 for the net's output) */
-    int grad_ready;  /* during backward: the gradient holds a first contribution */
+    int consumers;    /* ops reading it (+1 for the net's output) */
+    int grad_ready;   /* during backward: the gradient holds a first contribution */
 };
 
 struct net_op {
@@ -69,8 +71,11 @@ struct hp_net {
     size_t extra_floats;
     float *work;         /* recompute: one unit's inner activations and extras */
     size_t work_floats;  /* 0 unless recompute */
+    float *temp;         /* the transient tensor made last */
+    size_t temp_floats;  /* the largest transient tensor */
+    int temp_holds;      /* the tensor the temp buffer holds for the slot in backward, or -1 */
     uint64_t *slot_seed; /* recompute: the step seed of each slot's training forward */
-    float *grad_region; /* the activation gradients that are not in a slot */
+    float *grad_region;  /* the activation gradients that are not in a slot */
     float *workspace, *scratch;
     int32_t *labels;
     int32_t *labels_host; /* staging for hp_net_loss (allocated once) */
@@ -231,16 +236,26 @@ static int plan_tensors(struct hp_net *net)
         for (int i = 0; i < unit->nops; i++) {
             struct net_op *o = &net->ops[base + (size_t)i];
             struct net_tensor *t = &net->tensors[o->out];
+            t->in_temp = l.transient[i + 1];
+            if (t->in_temp) {
+                const int over = hp_unit_inplace(unit, i);
+                t->temp_from = over > 0 ? net->tensors[base + (size_t)over].temp_from
+                                        : (int)(base + (size_t)i);
+            }
             if (rc) {
-                place_recomputed(t, &l, i + 1, unit->nops, net->slot_floats, out_bytes);
+                if (!t->in_temp)
+                    place_recomputed(t, &l, i + 1, unit->nops, net->slot_floats, out_bytes);
                 o->extra_off = (l.acts - out_bytes + l.extra_off[i]) / sizeof(float);
             } else {
-                t->act_off = net->slot_floats + l.act_off[i + 1] / sizeof(float);
+                if (!t->in_temp)
+                    t->act_off = net->slot_floats + l.act_off[i + 1] / sizeof(float);
                 o->extra_off = net->extra_floats + l.extra_off[i] / sizeof(float);
             }
             t->has_grad = 1;
         }
         need[k] = (struct hp_grad_need){rc ? out_bytes : l.acts, out_bytes, l.grads};
+        net->temp_floats =
+            l.temp / sizeof(float) > net->temp_floats ? l.temp / sizeof(float) : net->temp_floats;
         if (rc) {
             const size_t w = (l.acts - out_bytes + l.extra) / sizeof(float);
             net->slot_floats += out_bytes / sizeof(float);
@@ -295,7 +310,9 @@ static int plan_arena(struct hp_net *net, size_t ws_bytes)
         return -HP_ENOMEM;
     mem->params = mem->grads = mem->momentum = abytes(net->nparams ? net->nparams : 1);
     mem->state = abytes(net->nstate ? net->nstate : 1);
-    mem->activations = ((size_t)cfg->nslots * net->slot_floats + net->work_floats) * sizeof(float);
+    mem->activations =
+        ((size_t)cfg->nslots * net->slot_floats + net->work_floats + net->temp_floats) *
+        sizeof(float);
     mem->workspace = hp_align_up(ws_bytes, HP_ALIGN);
     mem->scratch = abytes(scratch);
     mem->other = (size_t)cfg->nslots * net->extra_floats * sizeof(float) +
@@ -336,6 +353,8 @@ static void carve_arena(struct hp_net *net)
     off += (size_t)cfg->nslots * net->slot_floats;
     net->work = a + off;
     off += net->work_floats;
+    net->temp = a + off;
+    off += net->temp_floats;
     net->grad_region = a + off;
     point_grads(net, 0);
     off += net->mem.act_grads / sizeof(float);
@@ -535,6 +554,8 @@ static float *act(struct hp_net *net, int slot, int t)
 {
     const struct net_tensor *tt = &net->tensors[t];
 
+    if (tt->in_temp)
+        return net->temp;
     return tt->in_work ? net->work + tt->act_off
                        : net->acts + (size_t)slot * net->slot_floats + tt->act_off;
 }
@@ -729,6 +750,8 @@ static int forward_ops(struct hp_net *net, int slot, int i0, int i1, enum fwd_mo
         default:
             rc = -HP_EINVAL;
         }
+        if (net->tensors[o->out].in_temp)
+            net->temp_holds = o->out;
         if (net->prof)
             prof_add(net, o, 0, t0);
     }
@@ -881,6 +904,18 @@ static int backward_op(struct hp_net *net, int slot, int i, const float *weights
     return rc;
 }
 
+/* Before the backward of op i: a transient input made again (its chain's forward, as in
+ * the slot's training forward) unless the temp buffer holds it already. */
+static int remake_input(struct hp_net *net, int slot, int i, const float *weights)
+{
+    const int t = net->ops[i].in[0];
+
+    if (!net->tensors[t].in_temp || net->temp_holds == t)
+        return 0;
+    return forward_ops(net, slot, net->tensors[t].temp_from, t, FWD_RECOMPUTE, net->slot_seed[slot],
+                       weights);
+}
+
 int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights)
 {
     int rc = 0;
@@ -888,6 +923,7 @@ int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights)
     if (slot < 0 || slot >= net->cfg.nslots)
         return -HP_EINVAL;
     point_grads(net, slot);
+    net->temp_holds = -1;
     for (int i = 0; i < net->ntensors; i++)
         net->tensors[i].grad_ready = 0;
     net->tensors[net->ntensors - 1].grad_ready = 1;
@@ -901,8 +937,11 @@ int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights)
                 i0--;
             rc = forward_ops(net, slot, i0, i1, FWD_RECOMPUTE, net->slot_seed[slot], weights);
         }
-        for (int i = i1 - 1; i >= i0 && rc == 0; i--)
-            rc = backward_op(net, slot, i, weights);
+        for (int i = i1 - 1; i >= i0 && rc == 0; i--) {
+            rc = remake_input(net, slot, i, weights);
+            if (!rc)
+                rc = backward_op(net, slot, i, weights);
+        }
         i1 = i0;
     }
     return rc;

@@ -459,24 +459,34 @@ START_TEST(inplace_rules)
     /* identity shortcut: the add cannot write over the block's input (0) */
     static const int want2[] = {-1, -1, 2, -1, -1, 5, -1, -1, 8, 9};
     const int *want[] = {want0, want1, want2, (const int[]){-1}, (const int[]){-1, 1}};
+    /* transient (hp_unit_transient): in a bottleneck the first two batch norms' outputs and
+     * the ReLUs over them, read by the next convolution; not the unit's output (unit 0), nor
+     * a batch norm read by the add */
+    const unsigned transient[] = {0, 1u << 2 | 1u << 3 | 1u << 5 | 1u << 6,
+                                  1u << 2 | 1u << 3 | 1u << 5 | 1u << 6, 0, 0};
     struct hp_model *m = make_model(SHAPE(2, 8, 8), s, 5);
 
     for (int u = 0; u < m->nunits; u++) {
         const struct hp_unit *un = &m->units[u];
         struct hp_unit_layout l;
-        size_t owned = 0;
+        size_t owned = 0, temp = 0;
         hp_unit_layout(un, 3, HP_ALIGN, &l);
         for (int i = 0; i < un->nops; i++) {
             const int over = hp_unit_inplace(un, i);
             const size_t bytes =
                 hp_align_up(3 * hp_shape_size(un->ops[i].out_shape) * sizeof(float), HP_ALIGN);
             ck_assert_msg(over == want[u][i], "unit %d op %d: %d, not %d", u, i, over, want[u][i]);
-            if (over > 0)
+            ck_assert_msg(l.transient[i + 1] == (int)(transient[u] >> (i + 1) & 1),
+                          "unit %d tensor %d: transient %d", u, i + 1, l.transient[i + 1]);
+            if (l.transient[i + 1])
+                temp = bytes > temp ? bytes : temp;
+            else if (over > 0)
                 ck_assert_uint_eq(l.act_off[i + 1], l.act_off[over]);
             else
                 owned += bytes;
         }
         ck_assert_uint_eq(l.acts, owned);
+        ck_assert_uint_eq(l.temp, temp);
     }
     /* gradients along the in-place chains share buffers; the bottleneck's last chain (its
      * third batch norm, the add, the ReLU) ends in the unit's output buffer */

@@ -213,7 +213,8 @@ START_TEST(paper_policies)
         s.cl.inter_node_gbs = keep;
     }
 
-    /* VGG-19 at 32 fits every GPU (3.7 GiB: activation gradients in dead activations, ReLU in place) */
+    /* VGG-19 at 32 fits every GPU (3.7 GiB: activation gradients in dead activations, ReLU in
+     * place) */
     o.policy = HP_POLICY_DP;
     ck_assert_int_eq(hp_plan_compute(&s.cost, &s.cl, &o, &p), 0);
     ck_assert_int_eq(p.nvws, 16);

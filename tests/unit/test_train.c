@@ -329,8 +329,7 @@ START_TEST(gradients_in_dead_activations)
                     hp_net_memory(one, &mem);
                     ck_assert_msg(mem.act_grads - hp_align_up(in * sizeof(float), HP_ALIGN) <
                                       big[0] + big[1],
-                                  "%s: %zu bytes of activation gradients", m->name,
-                                  mem.act_grads);
+                                  "%s: %zu bytes of activation gradients", m->name, mem.act_grads);
                 }
                 free(keep);
                 free(g);
