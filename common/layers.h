@@ -152,8 +152,8 @@ int hp_unit_transient(const struct hp_unit *u, int i);
  *    transient, in op order; an in-place op's output has the offset of the tensor it
  *    overwrites; transient tensors go to one buffer of the net's, as large as the largest;
  *  - extra (one minibatch): dropout masks [batch x size] and batch norm saves [2 x channels];
- *  - gradients: of the inner tensors (1 .. nops - 1; the input's and the output's live in the
- *    net's boundary buffers). An in-place op's input gradient shares its output gradient's
+ *  - gradients: of the inner tensors (1 .. nops - 1; the input's and the output's are the
+ *    net's, hp_grad_place). An in-place op's input gradient shares its output gradient's
  *    buffer (backward runs in place too), so a chain of in-place ops shares one buffer, the
  *    unit output's if the chain ends there. A buffer is live during the unit's backward pass
  *    from the first write to one of its gradients (by the tensor's last reader; later

@@ -9,11 +9,11 @@
  * runtime's hp_net allocates (net.h), to the byte on the CPU backend, plus m - 1 stashed
  * versions of the parameters:
  *   parameters + gradients + momentum + batch norm state
- *   + m x (the stage's input + the op outputs that are not written in place + dropout masks
- *     and batch norm saves)
- *   + activation gradients: the input's (unless the stage is first), two buffers of the
- *     largest unit output (one for a one-unit stage) and the largest unit's inner gradients
- *     live at once (hp_unit_layout)
+ *   + m x (the stage's input + the op outputs that are not written in place and not
+ *     transient + dropout masks and batch norm saves) + the largest transient tensor
+ *   + activation gradients: the input's (unless the stage is first), and the region that
+ *     hp_grad_place leaves of the units' output and inner gradients (hp_unit_layout) where
+ *     they do not fit into the dead activations of the slot running backward
  *   + the largest workspace (one image's im2col on the CPU, at most 256 MiB of cuDNN
  *     workspace on a GPU, where cuDNN's choice makes it a prediction) + a scratch buffer
  *     for second gradient contributions (hp_unit_cost.scratch_bytes)
@@ -21,7 +21,8 @@
  * every buffer rounded up to HP_ALIGN bytes.
  * A stage that recomputes (net.h) keeps per minibatch only its input and each unit's output,
  * and once the largest unit's inner activations and extras; its backward pass takes one more
- * forward pass of its units.
+ * forward pass of its units. A transient tensor's batch norm and ReLU run again before the
+ * backward of the convolution reading it: their forward cost is in the unit's backward.
  * All pure functions: no I/O.
  */
 #ifndef HP_COST_H

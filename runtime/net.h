@@ -4,11 +4,15 @@
  * Everything is planned at creation and carved out of one device allocation: parameters,
  * gradients, momentum, batch norm state, the activations of `nslots` minibatches in flight
  * (every tensor of every unit, kept for backward; a ReLU or an add writes its output over its
- * input where nothing needs that input any more, hp_unit_inplace), the activation gradients
- * (buffers shared by tensors whose gradients are not live at once, hp_unit_layout), the
- * convolution workspace and a scratch buffer (hp_unit_cost.scratch_bytes). Nothing is allocated in
- * forward, backward or update. The planner's memory model (launcher/cost.h) predicts these bytes
- * exactly.
+ * input where nothing needs that input any more, hp_unit_inplace; a transient tensor, a batch
+ * norm's output read by the next convolution, is not kept but made again just before that
+ * convolution's backward, in one temp buffer, hp_unit_transient), the activation gradients
+ * (buffers shared by tensors whose gradients are not live at once, hp_unit_layout, placed
+ * where the slot running backward held the activations of later units when they fit there,
+ * hp_grad_place, else in a region of their own), the convolution workspace and a scratch
+ * buffer (hp_unit_cost.scratch_bytes). Nothing is allocated in forward, backward or update.
+ * The planner's memory model (launcher/cost.h) predicts these bytes exactly. A slot's
+ * backward thus uses up its activations: a second backward needs a forward first.
  *
  * Recomputation (cfg.recompute, GPipe's trade of time for memory, at unit granularity): a
  * slot keeps only the net's input and each unit's output; the inner activations, batch norm
@@ -72,7 +76,8 @@ int hp_net_init_params(struct hp_net *net, uint64_t seed);
  * [batch, output shape of unit u1 - 1]; the gradient of the output, written by the caller
  * (or by hp_net_loss) before backward (which may overwrite it: its buffer is shared with
  * other gradients); the gradient of the input (NULL unless need_input_grad; a buffer of its
- * own, valid from the end of backward until the next backward). */
+ * own, valid from the end of backward until the next backward). The output's gradient has a
+ * buffer of its own too; the others may lie in the slot that ran backward last. */
 float *hp_net_input(struct hp_net *net, int slot);
 float *hp_net_output(struct hp_net *net, int slot);
 float *hp_net_output_grad(struct hp_net *net);
@@ -126,8 +131,9 @@ void hp_net_set_profile(struct hp_net *net, struct hp_net_profile *prof);
 
 /* Per-op device pointers for tests: the activation (slot) and gradient buffers of the
  * net-global tensor `t` (0 = input; op i's output is tensor i + 1 in net order). A tensor an
- * in-place op overwrote shares that op's output buffer, and gradient buffers are shared by
- * tensors not live at once: after backward only the input's gradient is sure to hold its
+ * in-place op overwrote shares that op's output buffer, a transient tensor is the temp
+ * buffer, and gradient buffers are shared by tensors not live at once (a gradient in a slot:
+ * that of the last backward): after backward only the input's gradient is sure to hold its
  * own values. */
 int hp_net_ntensors(const struct hp_net *net);
 float *hp_net_tensor(struct hp_net *net, int slot, int t);

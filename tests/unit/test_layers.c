@@ -426,8 +426,9 @@ END_TEST
 
 START_TEST(grad_residual_chain)
 {
-    /* units enough for gradients to go through both boundary buffers and every unit's inner
-     * region (shared by liveness), with ReLU and add in place and skip connections
+    /* units enough for gradients to lie both in dead activations of the slot and in the
+     * gradient region (hp_grad_place), every unit's inner region shared by liveness, with
+     * ReLU and add in place, transient batch norm outputs made again, and skip connections
      * accumulating */
     const struct spec s[] = {
         {.kind = K_CONV, .filters = 4, .kernel = 3, .stride = 1, .pad = 1, .bn = 1, .relu = 1},
