@@ -442,6 +442,99 @@ START_TEST(grad_residual_chain)
 }
 END_TEST
 
+/* One training step (forward of x, backward of dy) of `m` with parameters `params`: output,
+ * parameter gradients, input gradient and batch norm state into the caller's buffers. */
+static void one_step(const struct hp_model *m, const float *params, const float *x, const float *dy,
+                     float *y, float *g, float *dx, float *st)
+{
+    struct hp_backend *be;
+    struct hp_net *net;
+    const struct hp_net_config cfg = {.batch = BATCH, .nslots = 1, .need_input_grad = 1};
+    const size_t nin = (size_t)BATCH * hp_shape_size(m->input);
+    const size_t nout = (size_t)BATCH * hp_shape_size(m->units[m->nunits - 1].out);
+
+    ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+    ck_assert_int_eq(hp_net_create(be, m, 0, m->nunits, &cfg, &net), 0);
+    ck_assert_int_eq(hp_net_init_params(net, 1), 0);
+    memcpy(hp_net_params(net), params, hp_net_nparams(net) * sizeof(float));
+    memcpy(hp_net_input(net, 0), x, nin * sizeof(float));
+    ck_assert_int_eq(hp_net_forward(net, 0, 1, 5), 0);
+    memcpy(y, hp_net_output(net, 0), nout * sizeof(float));
+    memcpy(hp_net_output_grad(net), dy, nout * sizeof(float));
+    ck_assert_int_eq(hp_net_backward(net, 0), 0);
+    memcpy(g, hp_net_grads(net), hp_net_nparams(net) * sizeof(float));
+    memcpy(dx, hp_net_input_grad(net), nin * sizeof(float));
+    memcpy(st, hp_net_state(net), hp_net_nstate(net) * sizeof(float));
+    hp_net_destroy(net);
+    hp_backend_destroy(be);
+}
+
+/* A transient tensor made again before the backward that reads it gives what keeping it
+ * gives, bit for bit: conv - bn - relu - conv - bn - relu - conv (two transient tensors
+ * taking turns in the temp buffer) and conv - bn - linear as one unit against the same ops as
+ * units of their own (the batch norms' outputs kept as unit outputs), with the same
+ * parameters (laid out the same: units, then ops, in order). */
+START_TEST(transient_equals_kept)
+{
+    for (int lin = 0; lin < 2; lin++) {
+        const struct spec cbr = {
+            .kind = K_CONV, .filters = 4, .kernel = 3, .stride = 1, .pad = 1, .bn = 1, .relu = 1};
+        const struct spec specs[2][3] = {
+            {cbr, cbr, {.kind = K_CONV, .filters = 3, .kernel = 3, .stride = 2, .pad = 1}},
+            {{.kind = K_CONV, .filters = 4, .kernel = 3, .stride = 1, .pad = 1, .bn = 1},
+             {.kind = K_LINEAR, .filters = 5, .bias = 1}}};
+        const int nb = lin ? 2 : 3;
+        struct hp_model *mb = make_model(SHAPE(2, 6, 6), specs[lin], nb);
+        struct hp_model *ma = make_model(SHAPE(2, 6, 6), specs[lin], 1);
+        struct hp_unit *u = &ma->units[0];
+        int t = 0;
+
+        /* ma's one unit again, by hand: every op of mb's units in turn */
+        hp_unit_init(u, "u0", "test", SHAPE(2, 6, 6));
+        for (int k = 0; k < nb; k++)
+            for (int i = 0; i < mb->units[k].nops; i++)
+                t = hp_unit_add_op(u, &mb->units[k].ops[i], t, -1);
+        ck_assert_int_gt(t, 0);
+        ck_assert_int_eq(hp_unit_finish(u), 0);
+        ma->nparams = u->nparams;
+        ma->nstate = u->nstate;
+        ma->classes = (int)hp_shape_size(u->out);
+        ck_assert_uint_eq(ma->nparams, mb->nparams);
+        ck_assert(hp_unit_transient(u, 1));
+        ck_assert(lin || hp_unit_transient(u, 4));
+        ck_assert(!hp_unit_transient(&mb->units[0], 1));
+
+        const size_t nin = BATCH * 2 * 6 * 6, nout = (size_t)BATCH * ma->classes;
+        float *buf[2][4], *params = malloc(ma->nparams * sizeof(float));
+        float *x = malloc(nin * sizeof(float)), *dy = malloc(nout * sizeof(float));
+        fill_input(x, nin, 3);
+        for (size_t i = 0; i < nout; i++)
+            dy[i] = hp_rng_uniform(9, i) - 0.5f;
+        for (size_t i = 0; i < ma->nparams; i++)
+            params[i] = hp_rng_uniform(13, i) - 0.5f;
+        for (int k = 0; k < 2; k++) {
+            const size_t n[4] = {nout, ma->nparams, nin, ma->nstate};
+            for (int j = 0; j < 4; j++)
+                buf[k][j] = malloc(n[j] * sizeof(float));
+            one_step(k ? mb : ma, params, x, dy, buf[k][0], buf[k][1], buf[k][2], buf[k][3]);
+        }
+        ck_assert_msg(memcmp(buf[0][0], buf[1][0], nout * sizeof(float)) == 0, "outputs");
+        ck_assert_msg(memcmp(buf[0][1], buf[1][1], ma->nparams * sizeof(float)) == 0,
+                      "parameter gradients (linear %d)", lin);
+        ck_assert_msg(memcmp(buf[0][2], buf[1][2], nin * sizeof(float)) == 0, "input gradients");
+        ck_assert_msg(memcmp(buf[0][3], buf[1][3], ma->nstate * sizeof(float)) == 0, "state");
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 4; j++)
+                free(buf[k][j]);
+        free(params);
+        free(x);
+        free(dy);
+        hp_model_destroy(ma);
+        hp_model_destroy(mb);
+    }
+}
+END_TEST
+
 /* Which ops write over their input (hp_unit_inplace), and the layout that follows. */
 START_TEST(inplace_rules)
 {
@@ -798,6 +891,7 @@ Suite *suite_layers(void)
     suite_add_tcase(s, g);
     tcase_add_test(o, sgd_rule);
     tcase_add_test(o, inplace_rules);
+    tcase_add_test(o, transient_equals_kept);
     tcase_add_test(o, grad_layout_liveness);
     tcase_add_test(o, batchnorm_running_stats);
     tcase_add_test(o, conv_against_direct);
