@@ -321,3 +321,48 @@ struct hp_unit_cost hp_model_cost(const struct hp_model *m, int u0, int u1)
     }
     return c;
 }
+
+int hp_model_recompute_segment(const struct hp_model *m)
+{
+    const int n = m->nunits, smax = n < 64 ? n : 64;
+    double *own = malloc((size_t)(n > 0 ? n : 1) * sizeof(double)), best = 0.0;
+    struct hp_grad_need *need = calloc((size_t)(n > 0 ? n : 1), sizeof(*need));
+    struct hp_grad_spot *sp = calloc(2 * (size_t)(n > 0 ? n : 1), sizeof(*sp));
+    size_t *ded = calloc((size_t)(n > 0 ? n : 1), sizeof(*ded));
+    int seg = 1;
+
+    if (!own || !need || !sp || !ded || n == 0)
+        goto out;
+    for (int u = 0; u < n; u++) {
+        struct hp_unit_layout l;
+        hp_unit_layout(&m->units[u], 1, 1, &l);
+        own[u] = (double)(l.acts + l.extra);
+        need[u] = (struct hp_grad_need){0, m->units[u].cost.out_bytes, l.grads};
+    }
+    for (int s = 1; s <= smax; s++) {
+        double kept = 0.0, work = 0.0, cur = 0.0;
+        for (int u = 0; u < n; u++) {
+            const double out = (double)m->units[u].cost.out_bytes;
+            const int end = (u + 1) % s == 0 || u == n - 1;
+            cur += own[u];
+            need[u].block = end ? m->units[u].cost.out_bytes : 0;
+            if (end) {
+                kept += out;
+                work = cur - out > work ? cur - out : work;
+                cur = 0.0;
+            }
+        }
+        /* the gradients that find no dead kept output to lie in */
+        hp_grad_place(need, 0, n, sp, sp + n, ded);
+        if (s == 1 || kept + work + (double)ded[0] < best) {
+            best = kept + work + (double)ded[0];
+            seg = s;
+        }
+    }
+out:
+    free(own);
+    free(need);
+    free(sp);
+    free(ded);
+    return seg;
+}

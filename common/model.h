@@ -39,6 +39,13 @@ struct hp_model {
 int hp_model_load(const char *name_or_path, struct hp_model **out);
 void hp_model_destroy(struct hp_model *m);
 
+/* Units per recomputation segment (net.h): a net that recomputes keeps per minibatch the
+ * output of every unit u with (u + 1) % segment == 0 (and of its last unit) and makes the
+ * rest again, a segment at a time. The segment (1 to 64 units) that makes the whole model's
+ * recomputing training step smallest per sample: the outputs kept plus the largest
+ * segment's activations and extras. */
+int hp_model_recompute_segment(const struct hp_model *m);
+
 /* Find the file of model `name`: a path containing '/' or ending in .ini is used as is;
  * otherwise $HETPIPE_MODELS, ./etc/models, the directory next to the executable
  * (../etc/models, ../share/hetpipe/models) and HP_DATADIR/models are tried. Writes the path

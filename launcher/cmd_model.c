@@ -83,6 +83,8 @@ int hp_cmd_model(int argc, char **argv)
            (double)t.saved_bytes / 1048576.0);
     printf("activation gradients beyond those (in no dead activation) per sample: %.2f MiB\n",
            (double)grad_bytes(m) / 1048576.0);
+    printf("recomputing (--recompute always): segments of %d units\n",
+           hp_model_recompute_segment(m));
     hp_model_destroy(m);
     return 0;
 }

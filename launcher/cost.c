@@ -34,7 +34,7 @@ struct unit_mem {
  * (hp_grad_place, as the runtime places them): one pass from each range end u1 back gives
  * the region of [u0, u1) for every u0. need: [2 x n], the units' slot blocks (without, then
  * with recomputation), outputs and inner gradients. 0 or -HP_ENOMEM. */
-static int grad_tables(struct hp_cost *c, const struct hp_grad_need *need)
+static int grad_tables(struct hp_cost *c, struct hp_grad_need *need)
 {
     const int n = c->nunits;
     struct hp_grad_spot *sp = calloc(2 * (size_t)n, sizeof(*sp));
@@ -47,7 +47,14 @@ static int grad_tables(struct hp_cost *c, const struct hp_grad_need *need)
     }
     for (int rc = 0; rc < 2; rc++)
         for (int u1 = 1; u1 <= n; u1++) {
+            /* recomputing, the range's last unit keeps its output in the slot whether it
+             * ends a segment or not */
+            struct hp_grad_need *last = &need[(size_t)rc * n + u1 - 1];
+            const size_t block = last->block;
+            if (rc)
+                last->block = last->out;
             hp_grad_place(need + (size_t)rc * n, 0, u1, sp, sp + n, ded);
+            last->block = block;
             for (int u0 = 0; u0 < u1; u0++)
                 c->grads[rc][(size_t)u0 * n + (size_t)(u1 - 1)] = (uint32_t)(ded[u0] / HP_ALIGN);
         }
@@ -86,23 +93,32 @@ static int memory_tables(struct hp_cost *c)
         um.out[u] = aligned((double)hp_shape_size(un->out) * sizeof(float) * b);
         um.scratch[u] = (double)un->cost.scratch_bytes;
         um.temp[u] = (double)l.temp;
-        /* recomputation keeps the unit's output per slot; the rest goes to the work area */
-        c->p_bound[u + 1] = c->p_bound[u] + um.out[u];
-        own[u] = (double)(l.acts + l.extra) - um.out[u];
+        /* recomputation keeps per slot the outputs of the units that end a segment (and the
+         * range's last unit's); the rest goes to the work area, a segment at a time */
+        const int end = (u + 1) % c->seg == 0;
+        c->p_bound[u + 1] = c->p_bound[u] + (end ? um.out[u] : 0.0);
+        c->last_out[u] = end ? 0.0 : um.out[u];
+        own[u] = (double)(l.acts + l.extra);
         need[u] = (struct hp_grad_need){l.acts, (size_t)um.out[u], l.grads};
-        need[n + u] = (struct hp_grad_need){(size_t)um.out[u], (size_t)um.out[u], l.grads};
+        need[n + u] =
+            (struct hp_grad_need){end ? (size_t)um.out[u] : 0, (size_t)um.out[u], l.grads};
     }
     for (int u = 0; u < n; u++) {
         /* row u0 = u: over [u, v] for v >= u */
-        double ws = 0.0, tb = 0.0, wk = 0.0, tt = 0.0;
+        double ws = 0.0, tb = 0.0, wk = 0.0, tt = 0.0, seg = 0.0;
         for (int v = u; v < n; v++) {
             const double wv = (double)m->units[v].cost.workspace_bytes;
             const double p = um.params[v + 1] - um.params[u], st = um.state[v + 1] - um.state[u];
             ws = wv > ws ? wv : ws;
             tb = um.scratch[v] > tb ? um.scratch[v] : tb;
             tt = um.temp[v] > tt ? um.temp[v] : tt;
-            wk = own[v] > wk ? own[v] : wk;
-            c->work[(size_t)u * n + v] = wk;
+            /* the segments cut at u and at v: the largest one's blocks but its end's output */
+            seg += own[v];
+            c->work[(size_t)u * n + v] = seg - um.out[v] > wk ? seg - um.out[v] : wk;
+            if ((v + 1) % c->seg == 0) {
+                wk = c->work[(size_t)u * n + v];
+                seg = 0.0;
+            }
             c->stash[(size_t)u * n + v] = aligned(p > 0.0 ? p : sizeof(float));
             /* the CPU backend's im2col works one image at a time; the CUDA backend caps
              * cuDNN's workspace at 256 MiB (backend_cuda.cuh) */
@@ -136,6 +152,8 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->prefix_bwd = calloc((size_t)c->ntypes * (c->nunits + 1), sizeof(double));
     c->p_slot = calloc((size_t)c->nunits + 1, sizeof(double));
     c->p_bound = calloc((size_t)c->nunits + 1, sizeof(double));
+    c->last_out = calloc((size_t)c->nunits, sizeof(double));
+    c->seg = hp_model_recompute_segment(m);
     c->work = calloc((size_t)c->nunits * c->nunits, sizeof(double));
     c->in_bytes = calloc((size_t)c->nunits, sizeof(double));
     c->fixed = calloc((size_t)c->nunits * c->nunits, sizeof(double));
@@ -143,7 +161,8 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->grads[1] = calloc((size_t)c->nunits * c->nunits, sizeof(uint32_t));
     c->stash = calloc((size_t)c->nunits * c->nunits, sizeof(double));
     if (!c->fwd_s || !c->bwd_s || !c->prefix_fwd || !c->prefix_bwd || !c->p_slot || !c->in_bytes ||
-        !c->fixed || !c->stash || !c->p_bound || !c->work || !c->grads[0] || !c->grads[1]) {
+        !c->fixed || !c->stash || !c->p_bound || !c->work || !c->grads[0] || !c->grads[1] ||
+        !c->last_out) {
         hp_cost_release(c);
         return -HP_ENOMEM;
     }
@@ -180,7 +199,9 @@ void hp_cost_release(struct hp_cost *c)
     free(c->work);
     free(c->grads[0]);
     free(c->grads[1]);
+    free(c->last_out);
     c->grads[0] = c->grads[1] = NULL;
+    c->last_out = NULL;
     c->fwd_s = c->bwd_s = c->prefix_fwd = c->prefix_bwd = NULL;
     c->p_slot = c->in_bytes = c->fixed = c->stash = c->p_bound = c->work = NULL;
 }
@@ -226,8 +247,10 @@ double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, i
 {
     const double in = c->in_bytes[u0];
     const size_t r = (size_t)u0 * c->nunits + (size_t)(u1 - 1);
-    const double acts = recompute ? nslots * (in + c->p_bound[u1] - c->p_bound[u0]) + c->work[r]
-                                  : nslots * (in + c->p_slot[u1] - c->p_slot[u0]);
+    const double acts =
+        recompute
+            ? nslots * (in + c->p_bound[u1] - c->p_bound[u0] + c->last_out[u1 - 1]) + c->work[r]
+            : nslots * (in + c->p_slot[u1] - c->p_slot[u0]);
 
     return c->fixed[r] + acts                                  /* activations, extras */
            + (double)c->grads[recompute ? 1 : 0][r] * HP_ALIGN /* activation gradients */

@@ -19,11 +19,11 @@
  *     for second gradient contributions (hp_unit_cost.scratch_bytes)
  *   + the labels
  * every buffer rounded up to HP_ALIGN bytes.
- * A stage that recomputes (net.h) keeps per minibatch only its input and each unit's output,
- * and once the largest unit's inner activations and extras; its backward pass takes one more
- * forward pass of its units. A transient tensor's batch norm and ReLU run again before the
- * backward of the convolution reading it: their forward cost is in the unit's backward.
- * All pure functions: no I/O.
+ * A stage that recomputes (net.h) keeps per minibatch only its input and the outputs of the
+ * units ending a segment (and its last unit's), and once the largest segment's other
+ * activations and extras; its backward pass takes one more forward pass of its units. A transient
+ * tensor's batch norm and ReLU run again before the backward of the convolution reading it: their
+ * forward cost is in the unit's backward. All pure functions: no I/O.
  */
 #ifndef HP_COST_H
 #define HP_COST_H
@@ -53,9 +53,12 @@ struct hp_cost {
     /* over unit ranges, without [0] and with [1] recomputation: the activation gradient
      * region but the input's gradient (hp_grad_place), in units of HP_ALIGN bytes */
     uint32_t *grads[2];
-    /* recomputation: prefix sums of a minibatch's unit outputs (aligned), and over unit
-     * ranges the largest unit's inner activations and extras (the work area) */
-    double *p_bound, *work;
+    /* recomputation, segments of `seg` units (hp_model_recompute_segment): prefix sums of
+     * a minibatch's outputs of the units ending a segment (aligned), each unit's output
+     * where it does not end one (kept when it ends a range), and over unit ranges the
+     * largest segment's activations and extras, its last output excluded (the work area) */
+    int seg;
+    double *p_bound, *work, *last_out;
 };
 
 /* Fill in roofline estimates for every (type, unit) at minibatch `batch`. Caller-owned struct;

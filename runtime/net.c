@@ -57,6 +57,7 @@ struct hp_net {
     const struct hp_model *model;
     int u0, u1;
     struct hp_net_config cfg;
+    int seg; /* units per recomputation segment (1 unless recomputing) */
 
     int nops, ntensors;
     struct net_op *ops;
@@ -188,17 +189,101 @@ static size_t abytes(size_t n)
     return hp_align_up(n * sizeof(float), HP_ALIGN);
 }
 
-/* Where tensor `local` (1 .. nops) of a unit goes when the net recomputes: the unit's output
- * and the in-place chain ending in it (they share its buffer, at out_off in the unit's
- * activation block of l) stay in the slot, at `bound` floats; every other tensor moves to the
- * work area, the block closed up over the output's buffer of `out_bytes`. */
+/* Whether unit u ends a recomputation segment of the net (hp_model_recompute_segment). */
+static int seg_end(const struct hp_net *net, int u)
+{
+    return u == net->u1 - 1 || (u + 1) % net->seg == 0;
+}
+
+/* Recompute: the work-area bytes of unit u's block (its activations and extras, its output
+ * excluded when it ends a segment: that stays in the slot). */
+static size_t work_block(const struct hp_net *net, int u, const struct hp_unit_layout *l)
+{
+    const size_t out = abytes((size_t)net->cfg.batch * hp_shape_size(net->model->units[u].out));
+
+    return l->acts + l->extra - (seg_end(net, u) ? out : 0);
+}
+
+/* Recompute: the work area's size (the largest segment's blocks), and into seg_at[k] where
+ * the block of the net's unit k starts in it (its segment's blocks in order from 0). */
+static void plan_work(struct hp_net *net, size_t *seg_at)
+{
+    size_t total = 0, w = 0;
+
+    for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
+        struct hp_unit_layout l;
+        hp_unit_layout(&net->model->units[u], net->cfg.batch, HP_ALIGN, &l);
+        seg_at[k] = total;
+        total += work_block(net, u, &l);
+        if (seg_end(net, u)) {
+            w = total > w ? total : w;
+            total = 0;
+        }
+    }
+    net->work_floats = w / sizeof(float);
+}
+
+/* Where tensor `local` (1 .. nops) of a unit goes when the net recomputes, the unit's block
+ * starting `at` bytes into the work area: all of it, unless the unit ends a segment (`end`);
+ * then its output and the in-place chain ending in it (they share its buffer, at out_off in
+ * the unit's activation block of l) stay in the slot, at `bound` floats, and the block is
+ * closed up over the output's buffer of `out_bytes`. */
 static void place_recomputed(struct net_tensor *t, const struct hp_unit_layout *l, int local,
-                             int nops, size_t bound, size_t out_bytes)
+                             int nops, int end, size_t bound, size_t at, size_t out_bytes)
 {
     const size_t off = l->act_off[local], out_off = l->act_off[nops];
 
-    t->in_work = off != out_off;
-    t->act_off = t->in_work ? (off - (off > out_off ? out_bytes : 0)) / sizeof(float) : bound;
+    t->in_work = !end || off != out_off;
+    if (!end)
+        t->act_off = (at + off) / sizeof(float);
+    else
+        t->act_off =
+            t->in_work ? (at + off - (off > out_off ? out_bytes : 0)) / sizeof(float) : bound;
+}
+
+/* Lay out unit u's tensors and extras (the net's unit k, its ops from net op `base`): in the
+ * slot and the extras region, or, recomputing, in the work area from seg_at bytes. What
+ * hp_grad_place needs of it into *need. */
+static void place_unit(struct hp_net *net, int u, size_t base, size_t seg_at,
+                       struct hp_grad_need *need)
+{
+    const struct hp_unit *unit = &net->model->units[u];
+    const size_t out_bytes = abytes((size_t)net->cfg.batch * hp_shape_size(unit->out));
+    const int rc = net->cfg.recompute, end = seg_end(net, u);
+    struct hp_unit_layout l;
+
+    hp_unit_layout(unit, net->cfg.batch, HP_ALIGN, &l);
+    for (int i = 0; i < unit->nops; i++) {
+        struct net_op *o = &net->ops[base + (size_t)i];
+        struct net_tensor *t = &net->tensors[o->out];
+        t->in_temp = l.transient[i + 1];
+        if (t->in_temp) {
+            const int over = hp_unit_inplace(unit, i);
+            t->temp_from =
+                over > 0 ? net->tensors[base + (size_t)over].temp_from : (int)(base + (size_t)i);
+        }
+        if (rc) {
+            if (!t->in_temp)
+                place_recomputed(t, &l, i + 1, unit->nops, end, net->slot_floats, seg_at,
+                                 out_bytes);
+            o->extra_off =
+                (seg_at + l.acts - (end ? out_bytes : 0) + l.extra_off[i]) / sizeof(float);
+        } else {
+            if (!t->in_temp)
+                t->act_off = net->slot_floats + l.act_off[i + 1] / sizeof(float);
+            o->extra_off = net->extra_floats + l.extra_off[i] / sizeof(float);
+        }
+        t->has_grad = 1;
+    }
+    *need = (struct hp_grad_need){rc ? (end ? out_bytes : 0) : l.acts, out_bytes, l.grads};
+    net->temp_floats =
+        l.temp / sizeof(float) > net->temp_floats ? l.temp / sizeof(float) : net->temp_floats;
+    if (rc && end) {
+        net->slot_floats += out_bytes / sizeof(float);
+    } else if (!rc) {
+        net->slot_floats += l.acts / sizeof(float);
+        net->extra_floats += l.extra / sizeof(float);
+    }
 }
 
 /* Lay out the activations of one slot and the per-op extras, unit by unit as hp_unit_layout
@@ -206,90 +291,58 @@ static void place_recomputed(struct net_tensor *t, const struct hp_unit_layout *
  * input's own buffer (need_input_grad) at the start of the gradient region, then each unit's
  * inner gradients and output gradient where hp_grad_place puts them, in the dead end of the
  * slot running backward or in the region after the input's.
- * Recompute: a slot holds the input and each unit's output; one work area, the largest
- * unit's inner activations then its extras, serves every unit's forward pass in turn. */
+ * Recompute: a slot holds the input and the output of each unit that ends a segment; one
+ * work area, as large as the largest segment's blocks, serves every segment's forward pass
+ * in turn. */
 static int plan_tensors(struct hp_net *net)
 {
-    const int batch = net->cfg.batch, n = net->u1 - net->u0, rc = net->cfg.recompute;
+    const int n = net->u1 - net->u0, rc = net->cfg.recompute;
     struct hp_grad_need *need = calloc((size_t)n, sizeof(*need));
     struct hp_grad_spot *inner = calloc((size_t)n, sizeof(*inner));
     struct hp_grad_spot *outg = calloc((size_t)n, sizeof(*outg));
-    size_t *ded = calloc((size_t)n, sizeof(*ded)), boff, base = 0;
+    size_t *ded = calloc((size_t)n, sizeof(*ded)), *seg_at = calloc((size_t)n, sizeof(*seg_at));
+    size_t boff, base = 0, dead_end;
+    const int err = !need || !inner || !outg || !ded || !seg_at;
 
-    if (!need || !inner || !outg || !ded) {
-        free(need);
-        free(inner);
-        free(outg);
-        free(ded);
-        return -HP_ENOMEM;
-    }
-    net->tensors[0].act_off = 0;
-    net->slot_floats = abytes(net->tensors[0].size) / sizeof(float);
-    net->tensors[0].grad_off = 0;
-    net->tensors[0].has_grad = net->cfg.need_input_grad;
-    boff = net->cfg.need_input_grad ? abytes(net->tensors[0].size) : 0;
-    for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
-        const struct hp_unit *unit = &net->model->units[u];
-        const size_t out_bytes = abytes((size_t)batch * hp_shape_size(unit->out));
-        struct hp_unit_layout l;
-        hp_unit_layout(unit, batch, HP_ALIGN, &l);
-        for (int i = 0; i < unit->nops; i++) {
-            struct net_op *o = &net->ops[base + (size_t)i];
-            struct net_tensor *t = &net->tensors[o->out];
-            t->in_temp = l.transient[i + 1];
-            if (t->in_temp) {
-                const int over = hp_unit_inplace(unit, i);
-                t->temp_from = over > 0 ? net->tensors[base + (size_t)over].temp_from
-                                        : (int)(base + (size_t)i);
+    if (!err) {
+        net->tensors[0].act_off = 0;
+        net->slot_floats = abytes(net->tensors[0].size) / sizeof(float);
+        net->tensors[0].grad_off = 0;
+        net->tensors[0].has_grad = net->cfg.need_input_grad;
+        boff = net->cfg.need_input_grad ? abytes(net->tensors[0].size) : 0;
+        if (rc)
+            plan_work(net, seg_at);
+        for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
+            place_unit(net, u, base, seg_at[k], &need[k]);
+            base += (size_t)net->model->units[u].nops;
+        }
+        hp_grad_place(need, 0, n, inner, outg, ded);
+        dead_end = net->slot_floats * sizeof(float);
+        base = 0;
+        for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
+            const struct hp_unit *unit = &net->model->units[u];
+            struct hp_unit_layout l;
+            hp_unit_layout(unit, net->cfg.batch, HP_ALIGN, &l);
+            for (int i = 0; i < unit->nops; i++) {
+                struct net_tensor *t = &net->tensors[base + (size_t)i + 1];
+                const int own = l.grad_root[i + 1] < unit->nops; /* else the output's */
+                const struct hp_grad_spot *sp = own ? &inner[k] : &outg[k];
+                const size_t size = own ? need[k].inner : need[k].out;
+                const size_t at = own ? l.grad_off[i + 1] : 0;
+                t->grad_in_slot = sp->in_slot;
+                t->grad_off = (sp->in_slot ? dead_end - sp->off - size + at : boff + sp->off + at) /
+                              sizeof(float);
             }
-            if (rc) {
-                if (!t->in_temp)
-                    place_recomputed(t, &l, i + 1, unit->nops, net->slot_floats, out_bytes);
-                o->extra_off = (l.acts - out_bytes + l.extra_off[i]) / sizeof(float);
-            } else {
-                if (!t->in_temp)
-                    t->act_off = net->slot_floats + l.act_off[i + 1] / sizeof(float);
-                o->extra_off = net->extra_floats + l.extra_off[i] / sizeof(float);
-            }
-            t->has_grad = 1;
+            base += (size_t)unit->nops;
         }
-        need[k] = (struct hp_grad_need){rc ? out_bytes : l.acts, out_bytes, l.grads};
-        net->temp_floats =
-            l.temp / sizeof(float) > net->temp_floats ? l.temp / sizeof(float) : net->temp_floats;
-        if (rc) {
-            const size_t w = (l.acts - out_bytes + l.extra) / sizeof(float);
-            net->slot_floats += out_bytes / sizeof(float);
-            net->work_floats = w > net->work_floats ? w : net->work_floats;
-        } else {
-            net->slot_floats += l.acts / sizeof(float);
-            net->extra_floats += l.extra / sizeof(float);
-        }
-        base += (size_t)unit->nops;
+        net->mem.act_grads = boff + ded[0];
     }
-    hp_grad_place(need, 0, n, inner, outg, ded);
-    base = 0;
-    for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
-        const struct hp_unit *unit = &net->model->units[u];
-        struct hp_unit_layout l;
-        hp_unit_layout(unit, batch, HP_ALIGN, &l);
-        for (int i = 0; i < unit->nops; i++) {
-            struct net_tensor *t = &net->tensors[base + (size_t)i + 1];
-            const int own = l.grad_root[i + 1] < unit->nops; /* else the output's buffer */
-            const struct hp_grad_spot *sp = own ? &inner[k] : &outg[k];
-            const size_t size = own ? need[k].inner : need[k].out, at = own ? l.grad_off[i + 1] : 0;
-            t->grad_in_slot = sp->in_slot;
-            t->grad_off = (sp->in_slot ? net->slot_floats * sizeof(float) - sp->off - size + at
-                                       : boff + sp->off + at) /
-                          sizeof(float);
-        }
-        base += (size_t)unit->nops;
-    }
-    net->mem.act_grads = boff + ded[0];
     free(need);
     free(inner);
     free(outg);
     free(ded);
-    return 0;
+    free(seg_at);
+    return err ? -HP_ENOMEM : 0;
 }
 
 /* Plan the arena: the sizes of every part (parameters, gradients and momentum parallel). */
@@ -420,6 +473,7 @@ static int net_plan(struct hp_backend *be, const struct hp_model *model, int u0,
     net->u0 = u0;
     net->u1 = u1;
     net->cfg = *cfg;
+    net->seg = cfg->recompute ? hp_model_recompute_segment(model) : 1;
     rc = build_graph(net);
     if (!rc)
         rc = make_descs(net, &ws_bytes);
@@ -931,9 +985,10 @@ int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights)
     for (int i1 = net->nops; i1 > 0 && rc == 0;) {
         int i0 = i1 - 1;
         if (net->cfg.recompute) {
-            /* unit by unit: its forward again from its input (kept in the slot), with the
-             * weights and the step seed of the first time, then its backward */
-            while (i0 > 0 && net->ops[i0 - 1].unit == net->ops[i1 - 1].unit)
+            /* segment by segment: its forward again from its input (kept in the slot),
+             * with the weights and the step seed of the first time, then its backward */
+            while (i0 > 0 && (net->ops[i0 - 1].unit == net->ops[i1 - 1].unit ||
+                              !seg_end(net, net->ops[i0 - 1].unit)))
                 i0--;
             rc = forward_ops(net, slot, i0, i1, FWD_RECOMPUTE, net->slot_seed[slot], weights);
         }

@@ -14,14 +14,15 @@
  * The planner's memory model (launcher/cost.h) predicts these bytes exactly. A slot's
  * backward thus uses up its activations: a second backward needs a forward first.
  *
- * Recomputation (cfg.recompute, GPipe's trade of time for memory, at unit granularity): a
- * slot keeps only the net's input and each unit's output; the inner activations, batch norm
- * saves and dropout masks of whichever unit last ran forward sit in one work area, as large
- * as the largest unit's. Backward then goes unit by unit from the last: the unit's forward
- * pass again, from its kept input, with the weights and step seed of the slot's training
- * forward and without touching the running statistics, then its backward. The same floats
- * go in, so the gradients are bit for bit those without recomputation, for one more forward
- * pass per backward.
+ * Recomputation (cfg.recompute, GPipe's trade of time for memory, by segments of units,
+ * hp_model_recompute_segment): a slot keeps only the net's input and the output of each unit
+ * that ends a segment (and of the net's last unit); the other activations, batch norm saves
+ * and dropout masks of whichever segment last ran forward sit in one work area, as large as
+ * the largest segment's. Backward then goes segment by segment from the last: the segment's
+ * forward pass again, from its kept input, with the weights and step seed of the slot's
+ * training forward and without touching the running statistics, then its backward. The same
+ * floats go in, so the gradients are bit for bit those without recomputation, for one more
+ * forward pass per backward.
  *
  * Parameters are laid out unit after unit (a unit's block is contiguous), each op's weights
  * then its bias (or batch norm gamma then beta), in model order; so the parameters of units
@@ -40,8 +41,8 @@ struct hp_net_config {
     int batch;           /* minibatch size, > 0 */
     int nslots;          /* minibatches whose activations are kept at once (>= 1) */
     int need_input_grad; /* compute the gradient of the net's input (a stage after the first) */
-    int recompute;       /* keep only each unit's output per slot and run every unit's forward
-                            pass again just before its backward (see below) */
+    int recompute;       /* keep only each segment's output per slot and run every segment's
+                            forward pass again just before its backward (see below) */
 };
 
 /* Bytes a net holds, by purpose (what the planner's memory model must predict). */
