@@ -322,6 +322,37 @@ struct hp_unit_cost hp_model_cost(const struct hp_model *m, int u0, int u1)
     return c;
 }
 
+/* What hp_grad_place needs of every unit of m at batch 1 (the blocks those of a slot), and
+ * each unit's activations and extras into own[] (if not NULL). */
+static void unit_needs(const struct hp_model *m, struct hp_grad_need *need, double *own)
+{
+    for (int u = 0; u < m->nunits; u++) {
+        struct hp_unit_layout l;
+        hp_unit_layout(&m->units[u], 1, 1, &l);
+        need[u] = (struct hp_grad_need){l.acts, m->units[u].cost.out_bytes, l.grads};
+        if (own)
+            own[u] = (double)(l.acts + l.extra);
+    }
+}
+
+size_t hp_model_grad_bytes(const struct hp_model *m)
+{
+    const size_t n = m->nunits > 0 ? (size_t)m->nunits : 1;
+    struct hp_grad_need *need = calloc(n, sizeof(*need));
+    struct hp_grad_spot *sp = calloc(2 * n, sizeof(*sp));
+    size_t *ded = calloc(n, sizeof(*ded)), r = 0;
+
+    if (need && sp && ded && m->nunits > 0) {
+        unit_needs(m, need, NULL);
+        hp_grad_place(need, 0, m->nunits, sp, sp + m->nunits, ded);
+        r = ded[0];
+    }
+    free(need);
+    free(sp);
+    free(ded);
+    return r;
+}
+
 int hp_model_recompute_segment(const struct hp_model *m)
 {
     const int n = m->nunits, smax = n < 64 ? n : 64;
@@ -333,17 +364,12 @@ int hp_model_recompute_segment(const struct hp_model *m)
 
     if (!own || !need || !sp || !ded || n == 0)
         goto out;
-    for (int u = 0; u < n; u++) {
-        struct hp_unit_layout l;
-        hp_unit_layout(&m->units[u], 1, 1, &l);
-        own[u] = (double)(l.acts + l.extra);
-        need[u] = (struct hp_grad_need){0, m->units[u].cost.out_bytes, l.grads};
-    }
+    unit_needs(m, need, own);
     for (int s = 1; s <= smax; s++) {
         double kept = 0.0, work = 0.0, cur = 0.0;
         for (int u = 0; u < n; u++) {
             const double out = (double)m->units[u].cost.out_bytes;
-            const int end = (u + 1) % s == 0 || u == n - 1;
+            const int end = hp_model_segment_end(s, u) || u == n - 1;
             cur += own[u];
             need[u].block = end ? m->units[u].cost.out_bytes : 0;
             if (end) {

@@ -40,11 +40,22 @@ int hp_model_load(const char *name_or_path, struct hp_model **out);
 void hp_model_destroy(struct hp_model *m);
 
 /* Units per recomputation segment (net.h): a net that recomputes keeps per minibatch the
- * output of every unit u with (u + 1) % segment == 0 (and of its last unit) and makes the
- * rest again, a segment at a time. The segment (1 to 64 units) that makes the whole model's
- * recomputing training step smallest per sample: the outputs kept plus the largest
- * segment's activations and extras. */
+ * output of every unit that ends a segment (hp_model_segment_end, and of its last unit) and
+ * makes the rest again, a segment at a time. The segment (1 to 64 units) that makes the
+ * whole model's recomputing training step smallest per sample: the outputs kept, the largest
+ * segment's activations and extras, and the activation gradients that find no dead kept
+ * output to lie in (hp_grad_place). */
 int hp_model_recompute_segment(const struct hp_model *m);
+
+/* Whether unit u ends a recomputation segment of `seg` units. */
+static inline int hp_model_segment_end(int seg, int u)
+{
+    return (u + 1) % seg == 0;
+}
+
+/* Bytes per sample of the activation gradients a net of the whole model (no recomputation)
+ * holds in a region of their own (hp_grad_place): those that find no dead activations. */
+size_t hp_model_grad_bytes(const struct hp_model *m);
 
 /* Find the file of model `name`: a path containing '/' or ending in .ini is used as is;
  * otherwise $HETPIPE_MODELS, ./etc/models, the directory next to the executable

@@ -4,7 +4,6 @@
 #include "model.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 static const char synopsis[] =
     "usage: hetpipe model --model NAME|PATH [--units]   (or: hetpipe model NAME)\n"
@@ -22,29 +21,6 @@ static void print_units(const struct hp_model *m)
                u->nparams, u->cost.fwd_macs, u->cost.bwd_flops, u->cost.out_bytes,
                u->cost.saved_bytes, u->cost.grad_bytes);
     }
-}
-
-/* Bytes per sample of the activation gradients a net of the whole model holds outside its
- * slot (net.h, hp_grad_place): the rest go where the slot's activations of later units were. */
-static size_t grad_bytes(const struct hp_model *m)
-{
-    struct hp_grad_need *need = calloc((size_t)m->nunits, sizeof(*need));
-    struct hp_grad_spot *sp = calloc(2 * (size_t)m->nunits, sizeof(*sp));
-    size_t *ded = calloc((size_t)m->nunits, sizeof(*ded)), r = 0;
-
-    if (need && sp && ded) {
-        for (int i = 0; i < m->nunits; i++) {
-            struct hp_unit_layout l;
-            hp_unit_layout(&m->units[i], 1, 1, &l);
-            need[i] = (struct hp_grad_need){l.acts, m->units[i].cost.out_bytes, l.grads};
-        }
-        hp_grad_place(need, 0, m->nunits, sp, sp + m->nunits, ded);
-        r = ded[0];
-    }
-    free(need);
-    free(sp);
-    free(ded);
-    return r;
 }
 
 int hp_cmd_model(int argc, char **argv)
@@ -82,7 +58,7 @@ int hp_cmd_model(int argc, char **argv)
     printf("activations kept for backward per sample: %.2f MiB\n",
            (double)t.saved_bytes / 1048576.0);
     printf("activation gradients beyond those (in no dead activation) per sample: %.2f MiB\n",
-           (double)grad_bytes(m) / 1048576.0);
+           (double)hp_model_grad_bytes(m) / 1048576.0);
     printf("recomputing (--recompute always): segments of %d units\n",
            hp_model_recompute_segment(m));
     hp_model_destroy(m);

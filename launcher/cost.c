@@ -95,7 +95,7 @@ static int memory_tables(struct hp_cost *c)
         um.temp[u] = (double)l.temp;
         /* recomputation keeps per slot the outputs of the units that end a segment (and the
          * range's last unit's); the rest goes to the work area, a segment at a time */
-        const int end = (u + 1) % c->seg == 0;
+        const int end = hp_model_segment_end(c->seg, u);
         c->p_bound[u + 1] = c->p_bound[u] + (end ? um.out[u] : 0.0);
         c->last_out[u] = end ? 0.0 : um.out[u];
         own[u] = (double)(l.acts + l.extra);
@@ -115,7 +115,7 @@ static int memory_tables(struct hp_cost *c)
             /* the segments cut at u and at v: the largest one's blocks but its end's output */
             seg += own[v];
             c->work[(size_t)u * n + v] = seg - um.out[v] > wk ? seg - um.out[v] : wk;
-            if ((v + 1) % c->seg == 0) {
+            if (hp_model_segment_end(c->seg, v)) {
                 wk = c->work[(size_t)u * n + v];
                 seg = 0.0;
             }

@@ -22,8 +22,8 @@ struct net_tensor {
     size_t act_off;   /* floats into a slot's activation region (an in-place op's output
                          shares the offset of the tensor it overwrites), or into the work
                          area when in_work */
-    int in_work;      /* recompute: an inner tensor of a unit, held in the one work area that
-                         every unit's recomputed forward pass shares */
+    int in_work;      /* recompute: a tensor held in the one work area that every segment's
+                         recomputed forward pass shares */
     int in_temp;      /* transient (hp_unit_transient): in the net's one temp buffer */
     int temp_from;    /* in_temp: the net op that starts its chain (a batch norm) */
     size_t grad_off;  /* floats into the gradient region, or into a slot when grad_in_slot
@@ -70,7 +70,7 @@ struct hp_net {
     size_t slot_floats; /* activations of one slot */
     float *extra;       /* nslots x extra_floats */
     size_t extra_floats;
-    float *work;         /* recompute: one unit's inner activations and extras */
+    float *work;         /* recompute: one segment's activations (but its output) and extras */
     size_t work_floats;  /* 0 unless recompute */
     float *temp;         /* the transient tensor made last */
     size_t temp_floats;  /* the largest transient tensor */
@@ -192,7 +192,7 @@ static size_t abytes(size_t n)
 /* Whether unit u ends a recomputation segment of the net (hp_model_recompute_segment). */
 static int seg_end(const struct hp_net *net, int u)
 {
-    return u == net->u1 - 1 || (u + 1) % net->seg == 0;
+    return u == net->u1 - 1 || hp_model_segment_end(net->seg, u);
 }
 
 /* Recompute: the work-area bytes of unit u's block (its activations and extras, its output
@@ -206,15 +206,13 @@ static size_t work_block(const struct hp_net *net, int u, const struct hp_unit_l
 
 /* Recompute: the work area's size (the largest segment's blocks), and into seg_at[k] where
  * the block of the net's unit k starts in it (its segment's blocks in order from 0). */
-static void plan_work(struct hp_net *net, size_t *seg_at)
+static void plan_work(struct hp_net *net, const struct hp_unit_layout *ls, size_t *seg_at)
 {
     size_t total = 0, w = 0;
 
     for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
-        struct hp_unit_layout l;
-        hp_unit_layout(&net->model->units[u], net->cfg.batch, HP_ALIGN, &l);
         seg_at[k] = total;
-        total += work_block(net, u, &l);
+        total += work_block(net, u, &ls[k]);
         if (seg_end(net, u)) {
             w = total > w ? total : w;
             total = 0;
@@ -241,22 +239,20 @@ static void place_recomputed(struct net_tensor *t, const struct hp_unit_layout *
             t->in_work ? (at + off - (off > out_off ? out_bytes : 0)) / sizeof(float) : bound;
 }
 
-/* Lay out unit u's tensors and extras (the net's unit k, its ops from net op `base`): in the
+/* Lay out unit u's tensors and extras (its layout l; its ops from net op `base`): in the
  * slot and the extras region, or, recomputing, in the work area from seg_at bytes. What
  * hp_grad_place needs of it into *need. */
-static void place_unit(struct hp_net *net, int u, size_t base, size_t seg_at,
-                       struct hp_grad_need *need)
+static void place_unit(struct hp_net *net, int u, const struct hp_unit_layout *l, size_t base,
+                       size_t seg_at, struct hp_grad_need *need)
 {
     const struct hp_unit *unit = &net->model->units[u];
     const size_t out_bytes = abytes((size_t)net->cfg.batch * hp_shape_size(unit->out));
     const int rc = net->cfg.recompute, end = seg_end(net, u);
-    struct hp_unit_layout l;
 
-    hp_unit_layout(unit, net->cfg.batch, HP_ALIGN, &l);
     for (int i = 0; i < unit->nops; i++) {
         struct net_op *o = &net->ops[base + (size_t)i];
         struct net_tensor *t = &net->tensors[o->out];
-        t->in_temp = l.transient[i + 1];
+        t->in_temp = l->transient[i + 1];
         if (t->in_temp) {
             const int over = hp_unit_inplace(unit, i);
             t->temp_from =
@@ -264,25 +260,24 @@ static void place_unit(struct hp_net *net, int u, size_t base, size_t seg_at,
         }
         if (rc) {
             if (!t->in_temp)
-                place_recomputed(t, &l, i + 1, unit->nops, end, net->slot_floats, seg_at,
-                                 out_bytes);
+                place_recomputed(t, l, i + 1, unit->nops, end, net->slot_floats, seg_at, out_bytes);
             o->extra_off =
-                (seg_at + l.acts - (end ? out_bytes : 0) + l.extra_off[i]) / sizeof(float);
+                (seg_at + l->acts - (end ? out_bytes : 0) + l->extra_off[i]) / sizeof(float);
         } else {
             if (!t->in_temp)
-                t->act_off = net->slot_floats + l.act_off[i + 1] / sizeof(float);
-            o->extra_off = net->extra_floats + l.extra_off[i] / sizeof(float);
+                t->act_off = net->slot_floats + l->act_off[i + 1] / sizeof(float);
+            o->extra_off = net->extra_floats + l->extra_off[i] / sizeof(float);
         }
         t->has_grad = 1;
     }
-    *need = (struct hp_grad_need){rc ? (end ? out_bytes : 0) : l.acts, out_bytes, l.grads};
+    *need = (struct hp_grad_need){rc ? (end ? out_bytes : 0) : l->acts, out_bytes, l->grads};
     net->temp_floats =
-        l.temp / sizeof(float) > net->temp_floats ? l.temp / sizeof(float) : net->temp_floats;
+        l->temp / sizeof(float) > net->temp_floats ? l->temp / sizeof(float) : net->temp_floats;
     if (rc && end) {
         net->slot_floats += out_bytes / sizeof(float);
     } else if (!rc) {
-        net->slot_floats += l.acts / sizeof(float);
-        net->extra_floats += l.extra / sizeof(float);
+        net->slot_floats += l->acts / sizeof(float);
+        net->extra_floats += l->extra / sizeof(float);
     }
 }
 
@@ -301,8 +296,9 @@ static int plan_tensors(struct hp_net *net)
     struct hp_grad_spot *inner = calloc((size_t)n, sizeof(*inner));
     struct hp_grad_spot *outg = calloc((size_t)n, sizeof(*outg));
     size_t *ded = calloc((size_t)n, sizeof(*ded)), *seg_at = calloc((size_t)n, sizeof(*seg_at));
+    struct hp_unit_layout *ls = calloc((size_t)n, sizeof(*ls));
     size_t boff, base = 0, dead_end;
-    const int err = !need || !inner || !outg || !ded || !seg_at;
+    const int err = !need || !inner || !outg || !ded || !seg_at || !ls;
 
     if (!err) {
         net->tensors[0].act_off = 0;
@@ -310,10 +306,12 @@ static int plan_tensors(struct hp_net *net)
         net->tensors[0].grad_off = 0;
         net->tensors[0].has_grad = net->cfg.need_input_grad;
         boff = net->cfg.need_input_grad ? abytes(net->tensors[0].size) : 0;
+        for (int u = net->u0, k = 0; u < net->u1; u++, k++)
+            hp_unit_layout(&net->model->units[u], net->cfg.batch, HP_ALIGN, &ls[k]);
         if (rc)
-            plan_work(net, seg_at);
+            plan_work(net, ls, seg_at);
         for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
-            place_unit(net, u, base, seg_at[k], &need[k]);
+            place_unit(net, u, &ls[k], base, seg_at[k], &need[k]);
             base += (size_t)net->model->units[u].nops;
         }
         hp_grad_place(need, 0, n, inner, outg, ded);
@@ -321,14 +319,12 @@ static int plan_tensors(struct hp_net *net)
         base = 0;
         for (int u = net->u0, k = 0; u < net->u1; u++, k++) {
             const struct hp_unit *unit = &net->model->units[u];
-            struct hp_unit_layout l;
-            hp_unit_layout(unit, net->cfg.batch, HP_ALIGN, &l);
             for (int i = 0; i < unit->nops; i++) {
                 struct net_tensor *t = &net->tensors[base + (size_t)i + 1];
-                const int own = l.grad_root[i + 1] < unit->nops; /* else the output's */
+                const int own = ls[k].grad_root[i + 1] < unit->nops; /* else the output's */
                 const struct hp_grad_spot *sp = own ? &inner[k] : &outg[k];
                 const size_t size = own ? need[k].inner : need[k].out;
-                const size_t at = own ? l.grad_off[i + 1] : 0;
+                const size_t at = own ? ls[k].grad_off[i + 1] : 0;
                 t->grad_in_slot = sp->in_slot;
                 t->grad_off = (sp->in_slot ? dead_end - sp->off - size + at : boff + sp->off + at) /
                               sizeof(float);
@@ -342,6 +338,7 @@ static int plan_tensors(struct hp_net *net)
     free(outg);
     free(ded);
     free(seg_at);
+    free(ls);
     return err ? -HP_ENOMEM : 0;
 }
 
