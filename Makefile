@@ -84,7 +84,7 @@ $(BUILD)/launcher/%.o: LAYER_INC = $(LAUNCHER_INC)
 $(BUILD)/tests/%.o:    LAYER_INC = $(LAUNCHER_INC)
 HP_CFLAGS = $(BASE_CFLAGS) $(LAYER_INC)
 
-COMMON_LIBS   := -liniparser -lm
+COMMON_LIBS   := -liniparser -lz -lm
 RUNTIME_LIBS  := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -lz -lpthread
 LAUNCHER_LIBS := $(SLURM_LIBS)
 
@@ -92,12 +92,13 @@ LAUNCHER_LIBS := $(SLURM_LIBS)
 COMMON_LIBC_SRCS := common/error.c common/parse.c common/options.c common/binding.c
 COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/cli.c common/ini.c common/gpudb.c common/layers.c \
                  common/paths.c common/model.c common/cluster.c common/plan.c common/planfile.c \
-                 common/output.c
+                 common/output.c common/ckptfile.c
 RUNTIME_SRCS  := runtime/backend.c runtime/backend_cpu.c runtime/net.c runtime/data.c \
                  runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
-                 runtime/pipeline.c runtime/schedule.c runtime/sync.c runtime/evaluate.c \
-                 runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_shard.c runtime/ps_client.c \
-                 runtime/ckpt.c runtime/resume.c runtime/timeline.c
+                 runtime/worker.c runtime/schedule.c runtime/stash.c runtime/wsp.c runtime/dp.c \
+                 runtime/link.c runtime/feed.c runtime/jobpoint.c runtime/evaluate.c \
+                 runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_store.c \
+                 runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
                  launcher/slurm.c launcher/planjob.c launcher/layout.c launcher/rundir.c \
                  launcher/proc.c launcher/tlmerge.c launcher/svg.c launcher/jobdata.c \

@@ -8,7 +8,7 @@
  * Options: the command line, else the HETPIPE_* variables the --hetpipe-* options of
  * sbatch/salloc/srun set, else the table's defaults (common/options.h).
  */
-#include "ckpt.h"
+#include "ckptfile.h"
 #include "cli.h"
 #include "commands.h"
 #include "error.h"

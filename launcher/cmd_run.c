@@ -3,7 +3,7 @@
  * supervise them: the first rank that fails stops the others, naming its role and cause.
  */
 #include "backend.h"
-#include "ckpt.h"
+#include "ckptfile.h"
 #include "cli.h"
 #include "clock.h"
 #include "comm.h"

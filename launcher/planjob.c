@@ -1,7 +1,7 @@
 /* planjob.c - the one in-process planning call (planjob.h). */
 #include "planjob.h"
 
-#include "ckpt.h"
+#include "ckptfile.h"
 #include "error.h"
 #include "log.h"
 #include "paths.h"
@@ -236,14 +236,9 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         return -HP_EDATA;
     }
     const struct hp_plan *p = &job->plan;
-    if (ci.model_sig != hp_ckpt_model_sig(job->model) || ci.seed != p->opts.seed ||
-        ci.batch != p->opts.batch) {
-        hp_error("%s: option '--resume': %s was taken for model '%s' with --seed %" PRIu64
-                 " --batch %ld; this job is model '%s' with --seed %" PRIu64 " --batch %d (the "
-                 "same model, seed and batch are needed: they decide the weights and the data "
-                 "order)",
-                 cmd, ci.dir, ci.model, ci.seed, ci.batch, job->model->name, (uint64_t)p->opts.seed,
-                 p->opts.batch);
+    if (hp_ckpt_compatible(&ci, job->model, (uint64_t)p->opts.seed, p->opts.batch, why,
+                           sizeof(why))) {
+        hp_error("%s: option '--resume': %s: %s", cmd, ci.dir, why);
         hp_ckpt_info_release(&ci);
         return -HP_EDATA;
     }

@@ -1,67 +1,42 @@
-/* ckpt.c - checkpoint files: parts, manifest, checks, the newest valid one, pruning (ckpt.h). */
+/* ckpt.c - checkpoints in a running job (ckpt.h): the request signals, the cadence, each
+ * rank's part written and loaded by unit, and the reporter's manifest. */
 #include "ckpt.h"
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "parse.h"
-#include "planfile.h"
-#include "rng.h"
+#include "ps_client.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
+
+#define POINTS_PER_EPOCH 10 /* job points per epoch when checkpoints are on: signals act there */
 
 volatile sig_atomic_t hp_ckpt_requested;
 
-#define PART_MAGIC "HPCKPART"
-#define MANIFEST "manifest"
-#define MANIFEST_MAX (64 << 20) /* bytes: 2^18 file lines and more */
-
-struct file_header {
-    char magic[8];
-    uint32_t version;
-    int32_t rank;
-    uint64_t reserved;
-};
-
-struct rec_header {
-    uint32_t kind;
-    int32_t unit;
-    int32_t vw;
-    uint32_t crc;
-    uint64_t bytes;
-};
-
-_Static_assert(sizeof(struct file_header) == 24, "part header is 24 bytes");
-_Static_assert(sizeof(struct rec_header) == 24, "record header is 24 bytes");
-
-static const char *kind_name(int kind)
+static void on_request(int sig)
 {
-    static const char *const names[] = {
-        "?",      "parameters",     "momentum", "batch-norm statistics",
-        "client", "global weights", "clocks"};
-    return kind >= 1 && kind <= HP_CK_CLOCKS ? names[kind] : names[0];
+    (void)sig;
+    hp_ckpt_requested = 1;
 }
 
-static uint32_t crc_of(uint32_t crc, const void *p, size_t n)
+void hp_ckpt_signals(const char *dir)
 {
-    const unsigned char *b = p;
+    struct sigaction sa = {0};
 
-    while (n > 0) { /* zlib's length is a uInt */
-        const uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        crc = (uint32_t)crc32(crc, b, k);
-        b += k;
-        n -= k;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = dir ? on_request : SIG_IGN;
+    sigaction(SIGUSR1, &sa, NULL);
+    if (dir) {
+        sa.sa_flags = SA_RESETHAND;
+        sigaction(SIGTERM, &sa, NULL);
     }
-    return crc;
 }
+
+/* ---- when ---- */
 
 int hp_ckpt_parse_every(const char *value, long *samples, double *seconds)
 {
@@ -95,753 +70,358 @@ int hp_ckpt_parse_every(const char *value, long *samples, double *seconds)
     return -HP_EINVAL;
 }
 
-uint64_t hp_ckpt_model_sig(const struct hp_model *m)
+int hp_ckpt_cadence_init(struct hp_ckpt_cadence *c, const char *dir, long every_samples,
+                         double every_s, long my_mb, long per_mb)
 {
-    uint64_t h = hp_fnv1a(HP_FNV_OFFSET, &m->nunits, sizeof(m->nunits));
-
-    for (int u = 0; u < m->nunits; u++) {
-        const uint64_t v[2] = {m->units[u].nparams, m->units[u].nstate};
-        h = hp_fnv1a(h, v, sizeof(v));
-        h = hp_fnv1a(h, m->units[u].kind, strlen(m->units[u].kind));
-    }
-    return h;
-}
-
-/* ---- writing a part ---- */
-
-struct hp_ckpt_writer {
-    FILE *f;
-    char tmp[4200], path[4200];
-    uint64_t bytes;
-    uint32_t crc;
-};
-
-static int w_put(struct hp_ckpt_writer *w, const void *p, size_t n)
-{
-    if (n && fwrite(p, 1, n, w->f) != n)
-        return -HP_EIO;
-    w->crc = crc_of(w->crc, p, n);
-    w->bytes += n;
-    return 0;
-}
-
-int hp_ckpt_part_create(const char *dir, int rank, struct hp_ckpt_writer **out)
-{
-    struct hp_ckpt_writer *w = calloc(1, sizeof(*w));
-    const struct file_header fh = {.magic = PART_MAGIC, .version = HP_CKPT_FORMAT, .rank = rank};
-    int fd;
-
-    *out = NULL;
-    if (!w)
-        return -HP_ENOMEM;
-    snprintf(w->path, sizeof(w->path), "%s/rank-%d.part", dir, rank);
-    snprintf(w->tmp, sizeof(w->tmp), "%s/rank-%d.part.tmp", dir, rank);
-    w->crc = (uint32_t)crc32(0L, Z_NULL, 0);
-    fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || !(w->f = fdopen(fd, "wb"))) {
-        hp_error("checkpoint: cannot create %s: %s", w->tmp, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        free(w);
-        return -HP_EIO;
-    }
-    if (w_put(w, &fh, sizeof(fh))) {
-        hp_ckpt_part_abort(w);
-        return -HP_EIO;
-    }
-    *out = w;
-    return 0;
-}
-
-int hp_ckpt_part_add(struct hp_ckpt_writer *w, int kind, int unit, int vw, const void *data,
-                     size_t bytes)
-{
-    const struct rec_header rh = {.kind = (uint32_t)kind,
-                                  .unit = unit,
-                                  .vw = vw,
-                                  .crc = crc_of((uint32_t)crc32(0L, Z_NULL, 0), data, bytes),
-                                  .bytes = bytes};
-
-    if (w_put(w, &rh, sizeof(rh)) || w_put(w, data, bytes)) {
-        hp_error("checkpoint: cannot write %s: %s", w->tmp, strerror(errno));
-        return -HP_EIO;
-    }
-    return 0;
-}
-
-void hp_ckpt_part_abort(struct hp_ckpt_writer *w)
-{
-    if (!w)
-        return;
-    if (w->f)
-        fclose(w->f);
-    unlink(w->tmp);
-    free(w);
-}
-
-/* fflush, fsync and close f; -HP_EIO logged naming path. */
-static int close_synced(FILE *f, const char *path)
-{
-    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
-
-    bad |= fclose(f) != 0;
-    if (bad)
-        hp_error("checkpoint: cannot write %s: %s", path, strerror(errno));
-    return bad ? -HP_EIO : 0;
-}
-
-int hp_ckpt_part_close(struct hp_ckpt_writer *w, uint64_t *bytes, uint32_t *crc)
-{
-    int rc = close_synced(w->f, w->tmp);
-
-    w->f = NULL;
-    if (!rc && rename(w->tmp, w->path) != 0) {
-        hp_error("checkpoint: cannot rename %s: %s", w->tmp, strerror(errno));
-        rc = -HP_EIO;
-    }
-    *bytes = w->bytes;
-    *crc = w->crc;
-    if (rc)
-        unlink(w->tmp);
-    free(w);
-    return rc;
-}
-
-/* ---- reading a part ---- */
-
-struct rec {
-    struct rec_header h;
-    long off;
-};
-
-struct hp_ckpt_reader {
-    FILE *f;
-    char path[4200];
-    struct rec *recs;
-    int n;
-};
-
-void hp_ckpt_part_close_reader(struct hp_ckpt_reader *r)
-{
-    if (!r)
-        return;
-    if (r->f)
-        fclose(r->f);
-    free(r->recs);
-    free(r);
-}
-
-static int index_records(struct hp_ckpt_reader *r, long size)
-{
-    int cap = 0;
-    long off = (long)sizeof(struct file_header);
-
-    while (off < size) {
-        struct rec_header h;
-        if (size - off < (long)sizeof(h) || fseek(r->f, off, SEEK_SET) ||
-            fread(&h, sizeof(h), 1, r->f) != 1 ||
-            h.bytes > (uint64_t)(size - off - (long)sizeof(h))) {
-            hp_error("checkpoint: %s: record %d at byte %ld is cut short (the file is truncated "
-                     "or corrupt)",
-                     r->path, r->n, off);
-            return -HP_EDATA;
-        }
-        if (r->n == cap) {
-            cap = cap ? 2 * cap : 64;
-            struct rec *p = realloc(r->recs, (size_t)cap * sizeof(*p));
-            if (!p)
-                return -HP_ENOMEM;
-            r->recs = p;
-        }
-        r->recs[r->n++] = (struct rec){.h = h, .off = off + (long)sizeof(h)};
-        off += (long)sizeof(h) + (long)h.bytes;
-    }
-    return 0;
-}
-
-int hp_ckpt_part_open(const char *dir, int rank, struct hp_ckpt_reader **out)
-{
-    struct hp_ckpt_reader *r = calloc(1, sizeof(*r));
-    struct file_header fh;
-    struct stat st;
-    int rc;
-
-    *out = NULL;
-    if (!r)
-        return -HP_ENOMEM;
-    snprintf(r->path, sizeof(r->path), "%s/rank-%d.part", dir, rank);
-    if (!(r->f = fopen(r->path, "rb")) || fstat(fileno(r->f), &st) != 0) {
-        hp_error("checkpoint: cannot read %s: %s", r->path, strerror(errno));
-        hp_ckpt_part_close_reader(r);
-        return -HP_EIO;
-    }
-    if (fread(&fh, sizeof(fh), 1, r->f) != 1 || memcmp(fh.magic, PART_MAGIC, 8) ||
-        fh.version != HP_CKPT_FORMAT || fh.rank != rank) {
-        hp_error("checkpoint: %s is not a part of format %d for rank %d", r->path, HP_CKPT_FORMAT,
-                 rank);
-        hp_ckpt_part_close_reader(r);
-        return -HP_EDATA;
-    }
-    rc = index_records(r, (long)st.st_size);
-    if (rc) {
-        hp_ckpt_part_close_reader(r);
-        return rc;
-    }
-    *out = r;
-    return 0;
-}
-
-static const struct rec *find(const struct hp_ckpt_reader *r, int kind, int unit)
-{
-    for (int i = 0; i < r->n; i++)
-        if ((int)r->recs[i].h.kind == kind && r->recs[i].h.unit == unit)
-            return &r->recs[i];
-    return NULL;
-}
-
-int hp_ckpt_part_has(const struct hp_ckpt_reader *r, int kind, int unit)
-{
-    return find(r, kind, unit) != NULL;
-}
-
-int hp_ckpt_part_read(struct hp_ckpt_reader *r, int kind, int unit, void *out, size_t bytes)
-{
-    const struct rec *e = find(r, kind, unit);
-
-    if (!e) {
-        hp_error("checkpoint: %s has no %s of unit %d", r->path, kind_name(kind), unit);
-        return -HP_EDATA;
-    }
-    if (e->h.bytes != bytes) {
-        hp_error("checkpoint: %s: the %s of unit %d are %" PRIu64 " bytes, %zu expected (another "
-                 "model?)",
-                 r->path, kind_name(kind), unit, e->h.bytes, bytes);
-        return -HP_EDATA;
-    }
-    if ((bytes && (fseek(r->f, e->off, SEEK_SET) || fread(out, 1, bytes, r->f) != bytes))) {
-        hp_error("checkpoint: cannot read %s: %s", r->path, strerror(errno));
-        return -HP_EIO;
-    }
-    if (crc_of((uint32_t)crc32(0L, Z_NULL, 0), out, bytes) != e->h.crc) {
-        hp_error("checkpoint: %s: the %s of unit %d fail their checksum (corrupt)", r->path,
-                 kind_name(kind), unit);
-        return -HP_EDATA;
-    }
-    return 0;
-}
-
-/* ---- the manifest ---- */
-
-void hp_ckpt_info_release(struct hp_ckpt_info *ci)
-{
-    free(ci->names);
-    free(ci->bytes);
-    free(ci->crc);
-    ci->names = NULL;
-    ci->bytes = NULL;
-    ci->crc = NULL;
-    ci->nfiles = 0;
-}
-
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = fd >= 0 && fsync(fd) == 0 ? 0 : -HP_EIO;
-
-    if (fd >= 0)
-        close(fd);
-    if (rc)
-        hp_error("checkpoint: cannot sync directory %s: %s", dir, strerror(errno));
-    return rc;
-}
-
-/* A value that a manifest line holds: no line break or other control character. */
-static int one_line(const char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < ' ' || *s == 0x7f)
-            return 0;
-    return 1;
-}
-
-int hp_ckpt_manifest_write(const struct hp_ckpt_info *ci)
-{
-    char path[4200], tmp[4200], *text = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    int rc = 0, fd;
-
-    if (!m)
-        return -HP_ENOMEM;
-    if (ci->nfiles > HP_CKPT_MAX_FILES || ci->nranks > HP_CKPT_MAX_FILES || !one_line(ci->model)) {
-        hp_error("checkpoint: cannot write the manifest of %s: %d files for %d ranks (at most "
-                 "%d), model '%.63s' (one line)",
-                 ci->dir, ci->nfiles, ci->nranks, HP_CKPT_MAX_FILES, ci->model);
-        fclose(m);
-        free(text);
+    *c = (struct hp_ckpt_cadence){.on = dir != NULL, .every_s = every_s};
+    if ((every_samples || every_s > 0) && !dir) {
+        hp_error("option '--checkpoint-every' needs '--checkpoint-dir DIR': where to write them");
         return -HP_EINVAL;
     }
-    /* the comment names the directory on one line whatever its characters */
-    fputs("# hetpipe checkpoint: ", m);
-    for (const char *c = ci->dir; *c; c++)
-        fputc((unsigned char)*c < ' ' || *c == 0x7f ? '?' : *c, m);
-    fprintf(m, "\nformat = %d\nseq = %ld\nmodel = %s\n", HP_CKPT_FORMAT, ci->seq, ci->model);
-    fprintf(m, "model_signature = %016" PRIx64 "\nunits = %d\nseed = %" PRIu64 "\n", ci->model_sig,
-            ci->nunits, ci->seed);
-    fprintf(m, "batch = %ld\ntrain_samples = %ld\nepochs = %ld\nepoch = %ld\nminibatch = %ld\n",
-            ci->batch, ci->ntrain, ci->epochs, ci->epoch, ci->minibatch);
-    fprintf(m, "vws = %d\nranks = %d\nsamples = %ld\nreason = %s\n", ci->nvws, ci->nranks,
-            ci->samples, ci->reason);
-    fprintf(m, "lr = %.9g\nmomentum = %.9g\nweight_decay = %.9g\nschedule = %s\n", ci->lr,
-            ci->momentum, ci->weight_decay, ci->schedule[0] ? ci->schedule : "-");
-    for (int i = 0; i < ci->nfiles; i++)
-        fprintf(m, "file = %s %" PRIu64 " %08" PRIx32 "\n", ci->names[i], ci->bytes[i], ci->crc[i]);
-    if (fclose(m) != 0) {
-        free(text);
-        return -HP_ENOMEM;
-    }
-    const uint32_t crc = crc_of((uint32_t)crc32(0L, Z_NULL, 0), text, len);
-    snprintf(path, sizeof(path), "%s/" MANIFEST, ci->dir);
-    snprintf(tmp, sizeof(tmp), "%s/" MANIFEST ".tmp", ci->dir);
-    rc = fsync_dir(ci->dir);
-    fd = rc ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!rc && !f) {
-        hp_error("checkpoint: cannot create %s: %s", tmp, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        rc = -HP_EIO;
-    }
-    if (!rc) {
-        fwrite(text, 1, len, f);
-        fprintf(f, "checksum = %08" PRIx32 "\n", crc);
-        rc = close_synced(f, tmp);
-    }
-    if (!rc && rename(tmp, path) != 0) {
-        hp_error("checkpoint: cannot rename %s: %s", tmp, strerror(errno));
-        rc = -HP_EIO;
-    }
-    if (!rc)
-        rc = fsync_dir(ci->dir);
-    else
-        unlink(tmp);
-    free(text);
-    return rc;
-}
-
-#define WHY(...) (snprintf(why, n, __VA_ARGS__), -HP_EDATA)
-
-/* One "key = value" line of the manifest into ci. */
-static int manifest_line(struct hp_ckpt_info *ci, char *key, char *val, char *why, size_t n)
-{
-    static const char *const longs[] = {"seq",   "batch",     "train_samples", "epochs",
-                                        "epoch", "minibatch", "samples",       NULL};
-    long *const lp[] = {&ci->seq,   &ci->batch,     &ci->ntrain, &ci->epochs,
-                        &ci->epoch, &ci->minibatch, &ci->samples};
-    long x;
-
-    for (int i = 0; longs[i]; i++)
-        if (!strcmp(key, longs[i]))
-            return hp_parse_long(val, 0, 1L << 60, lp[i]) ? WHY("%s: bad value '%s'", key, val) : 0;
-    if (!strcmp(key, "format"))
-        return hp_parse_long(val, 0, 1000, &x) || x != HP_CKPT_FORMAT
-                   ? WHY("format %s: this hetpipe reads format %d", val, HP_CKPT_FORMAT)
-                   : 0;
-    if (!strcmp(key, "units") || !strcmp(key, "vws") || !strcmp(key, "ranks")) {
-        if (hp_parse_long(val, 1, HP_CKPT_MAX_FILES, &x))
-            return WHY("%s: bad value '%s'", key, val);
-        *(key[0] == 'u' ? &ci->nunits : key[0] == 'v' ? &ci->nvws : &ci->nranks) = (int)x;
+    if (!dir)
         return 0;
+    c->point_every = my_mb / POINTS_PER_EPOCH > 1 ? my_mb / POINTS_PER_EPOCH : 1;
+    if (every_samples) {
+        long every = (every_samples + per_mb - 1) / per_mb;
+        if (every < c->point_every)
+            c->point_every = every;
+        else /* a multiple of the job points' interval */
+            every = (every + c->point_every - 1) / c->point_every * c->point_every;
+        c->every_mb = every;
     }
-    if (!strcmp(key, "model"))
-        return snprintf(ci->model, sizeof(ci->model), "%s", val) >= (int)sizeof(ci->model)
-                   ? WHY("model: name too long")
-                   : 0;
-    if (!strcmp(key, "reason"))
-        return snprintf(ci->reason, sizeof(ci->reason), "%s", val), 0;
-    if (!strcmp(key, "schedule"))
-        return snprintf(ci->schedule, sizeof(ci->schedule), "%s", val), 0;
-    if (!strcmp(key, "lr") || !strcmp(key, "momentum") || !strcmp(key, "weight_decay"))
-        return hp_parse_double(val, 0.0, 1e6,
-                               key[0] == 'l'   ? &ci->lr
-                               : key[0] == 'm' ? &ci->momentum
-                                               : &ci->weight_decay)
-                   ? WHY("%s: bad value '%s'", key, val)
-                   : 0;
-    if (!strcmp(key, "model_signature") || !strcmp(key, "seed")) {
-        char *end;
-        errno = 0;
-        const uint64_t v = strtoull(val, &end, key[0] == 'm' ? 16 : 10);
-        if (errno || *end || !*val)
-            return WHY("%s: bad value '%s'", key, val);
-        *(key[0] == 'm' ? &ci->model_sig : &ci->seed) = v;
-        return 0;
-    }
-    if (!strcmp(key, "file")) {
-        char name[64];
-        unsigned long long b;
-        unsigned c;
-        if (ci->nfiles >= ci->files_max || sscanf(val, "%63s %llu %x", name, &b, &c) != 3 ||
-            strchr(name, '/') || name[0] == '.')
-            return WHY("file: bad entry '%s'", val);
-        memcpy(ci->names[ci->nfiles], name, sizeof(name));
-        ci->bytes[ci->nfiles] = b;
-        ci->crc[ci->nfiles++] = c;
-        return 0;
-    }
-    return WHY("unknown key '%s'", key);
-}
-
-/* Parse and checksum the manifest text. */
-static int manifest_parse(struct hp_ckpt_info *ci, char *text, size_t len, char *why, size_t n)
-{
-    char *sum = NULL;
-
-    for (char *p = text; p < text + len;) {
-        char *nl = memchr(p, '\n', (size_t)(text + len - p));
-        if (!nl)
-            return WHY("the last line is cut short");
-        if (!strncmp(p, "checksum = ", 11) && nl + 1 == text + len)
-            sum = p;
-        p = nl + 1;
-    }
-    if (!sum)
-        return WHY("no checksum line at the end (incomplete)");
-    unsigned want;
-    if (sscanf(sum + 11, "%x", &want) != 1 ||
-        crc_of((uint32_t)crc32(0L, Z_NULL, 0), text, (size_t)(sum - text)) != want)
-        return WHY("the checksum does not match its contents");
-    *sum = '\0';
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        if (line[0] == '#')
-            continue;
-        char *eq = strstr(line, " = ");
-        if (!eq)
-            return WHY("bad line '%.60s'", line);
-        *eq = '\0';
-        int rc = manifest_line(ci, line, eq + 3, why, n);
-        if (rc)
-            return rc;
-    }
-    if (!ci->seq || !ci->nunits || !ci->nvws || !ci->nranks || !ci->model[0] || !ci->batch)
-        return WHY("a required key is missing");
     return 0;
 }
 
-static int check_file(const char *dir, const char *name, uint64_t bytes, uint32_t crc, int contents,
-                      char *why, size_t n)
+int hp_ckpt_due(const struct hp_ckpt_cadence *c, long nb, long my_mb, double since)
 {
-    char path[4200];
-    struct stat st;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    if (lstat(path, &st) != 0)
-        return WHY("%s is missing", name);
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes)
-        return WHY("%s has %lld bytes, the manifest says %" PRIu64, name, (long long)st.st_size,
-                   bytes);
-    if (!contents)
-        return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return WHY("cannot read %s: %s", name, strerror(errno));
-    static char buf[1 << 16];
-    uint32_t c = (uint32_t)crc32(0L, Z_NULL, 0);
-    size_t k;
-    while ((k = fread(buf, 1, sizeof(buf), f)) > 0)
-        c = crc_of(c, buf, k);
-    fclose(f);
-    return c == crc ? 0 : WHY("%s fails its checksum (corrupt)", name);
+    if (c->every_mb && (nb % c->every_mb == 0 || nb == my_mb))
+        return 1;
+    return c->every_s > 0 && since >= c->every_s;
 }
 
-int hp_ckpt_check(const char *dir, int contents, struct hp_ckpt_info *ci, char *why, size_t n)
+/* ---- writing ---- */
+
+int hp_ckpt_begin(const struct hp_ckpt_job *c, long last, long *seq, char *dir, size_t n)
 {
-    char path[4200];
-    struct stat st;
+    return hp_ckpt_new_dir(c->parent, last, seq, dir, n);
+}
+
+/* A worker's part: per unit its parameters, momentum and statistics; a WSP client's state. */
+static int write_stage_part(const char *dir, int rank, const struct hp_ckpt_units *u,
+                            const struct hp_wsp *wsp, struct hp_ckpt_note *note)
+{
+    struct hp_ckpt_writer *w = NULL;
+    size_t po = 0, so = 0;
+    int rc = hp_ckpt_part_create(dir, rank, &w);
+
+    for (int k = u->u0; k < u->u1 && !rc; k++) {
+        const struct hp_unit *un = &u->model->units[k];
+        const size_t pb = un->nparams * sizeof(float);
+        if (un->nparams)
+            rc = hp_ckpt_part_add(w, HP_CK_PARAMS, k, u->vw, u->params + po, pb);
+        if (!rc && un->nparams)
+            rc = hp_ckpt_part_add(w, HP_CK_MOMENTUM, k, u->vw, u->momentum + po, pb);
+        if (!rc && un->nstate)
+            rc = hp_ckpt_part_add(w, HP_CK_STATE, k, u->vw, u->state + so,
+                                  un->nstate * sizeof(float));
+        po += un->nparams;
+        so += un->nstate;
+    }
+    if (!rc && wsp) {
+        const size_t n = hp_wsp_state_bytes(wsp);
+        int64_t unpushed;
+        void *blob = malloc(n ? n : 1);
+        rc = blob ? 0 : -HP_ENOMEM;
+        if (blob)
+            hp_wsp_save(wsp, blob, &unpushed);
+        if (!rc)
+            rc = hp_ckpt_part_add(w, HP_CK_CLIENT, -1, u->vw, blob, n);
+        if (!rc)
+            rc = hp_ckpt_part_add(w, HP_CK_CLIENT, -2, u->vw, &unpushed, sizeof(unpushed));
+        free(blob);
+    }
+    if (rc) {
+        hp_ckpt_part_abort(w);
+        return rc;
+    }
+    return hp_ckpt_part_close(w, &note->bytes, &note->crc);
+}
+
+/* The reporter: every other rank's note, the plan, the manifest, pruning. *ok: complete. */
+static int collect(const struct hp_ckpt_job *c, long seq, const struct hp_ckpt_info *where,
+                   const struct hp_ckpt_note *mine, int *ok, struct hp_ckpt_written *out)
+{
+    const struct hp_plan *p = c->plan;
+    struct hp_ckpt_info ci = *where;
+    int rc = 0, bad = -1;
+
+    ci.seq = seq;
+    ci.nfiles = 0;
+    ci.names = calloc((size_t)p->nranks + 1, sizeof(*ci.names));
+    ci.bytes = calloc((size_t)p->nranks + 1, sizeof(*ci.bytes));
+    ci.crc = calloc((size_t)p->nranks + 1, sizeof(*ci.crc));
+    if (!ci.names || !ci.bytes || !ci.crc) {
+        hp_ckpt_info_release(&ci);
+        return -HP_ENOMEM;
+    }
+    for (int r = 0; r < p->nranks && !rc; r++) {
+        struct hp_ckpt_note pn = *mine;
+        struct hp_msg_header h;
+        if (r != c->rank) {
+            rc = hp_comm_recv(c->comm, r, HP_MSG_CHECKPOINT, &h, &pn, sizeof(pn), c->wait_ms);
+            if (!rc && (h.minibatch != seq || h.payload_bytes != sizeof(pn))) {
+                hp_error("checkpoint %ld: protocol error: rank %d answered for %" PRId64, seq, r,
+                         h.minibatch);
+                rc = -HP_EPROTOCOL;
+            }
+        }
+        if (!rc && pn.status && bad < 0)
+            bad = r;
+        snprintf(ci.names[r], sizeof(ci.names[r]), "rank-%d.part", r);
+        ci.bytes[r] = pn.bytes;
+        ci.crc[r] = pn.crc;
+    }
+    ci.nfiles = p->nranks;
+    if (!rc && bad < 0) {
+        snprintf(ci.names[ci.nfiles], sizeof(ci.names[0]), "plan.ini");
+        if (hp_ckpt_copy_file(c->plan_path, ci.dir, "plan.ini", &ci.bytes[ci.nfiles],
+                              &ci.crc[ci.nfiles]) ||
+            (ci.nfiles++, hp_ckpt_manifest_write(&ci)))
+            bad = c->rank;
+    }
+    if (!rc && bad < 0) {
+        out->nfiles = ci.nfiles;
+        out->bytes = 0;
+        for (int i = 0; i < ci.nfiles; i++)
+            out->bytes += ci.bytes[i];
+        hp_ckpt_prune(c->parent, c->keep);
+        *ok = 1;
+    } else if (!rc) {
+        hp_warn("checkpoint %ld failed (rank %d could not write its part): removed; training goes "
+                "on",
+                seq, bad);
+        hp_ckpt_remove(ci.dir);
+    }
+    hp_ckpt_info_release(&ci);
+    return rc;
+}
+
+int hp_ckpt_take(const struct hp_ckpt_job *c, long seq, const struct hp_ckpt_units *u,
+                 const struct hp_wsp *wsp, const struct hp_ckpt_info *where, int *ok,
+                 struct hp_ckpt_written *out)
+{
+    const int rep = hp_plan_stage_rank(c->plan, 0, 0);
+    const int workers = hp_plan_first_shard(c->plan);
+    struct hp_ckpt_note pn = {0};
+    struct hp_msg_header h = {
+        .type = HP_MSG_CHECKPOINT, .vw = c->v, .stage = c->s, .minibatch = seq, .clock = -1};
+    const double t0 = hp_now_s();
+    char dir[4200];
     int rc = 0;
 
-    memset(ci, 0, sizeof(*ci));
-    snprintf(ci->dir, sizeof(ci->dir), "%s", dir);
-    snprintf(path, sizeof(path), "%s/" MANIFEST, dir);
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return WHY("it is not a directory");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return WHY("it has no manifest (an incomplete checkpoint)");
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MANIFEST_MAX) {
-        fclose(f);
-        return WHY("its manifest is not a regular file of at most %d bytes", MANIFEST_MAX);
-    }
-    char *text = malloc((size_t)st.st_size + 1);
-    size_t len = text ? fread(text, 1, (size_t)st.st_size, f) : 0, lines = 1;
-    fclose(f);
-    for (size_t i = 0; i < len; i++)
-        lines += text[i] == '\n';
-    if (lines > HP_CKPT_MAX_FILES)
-        lines = HP_CKPT_MAX_FILES; /* file lines beyond are refused by manifest_line */
-    ci->names = calloc(lines, sizeof(*ci->names));
-    ci->bytes = calloc(lines, sizeof(*ci->bytes));
-    ci->crc = calloc(lines, sizeof(*ci->crc));
-    ci->files_max = (int)lines;
-    if (!text || !ci->names || !ci->bytes || !ci->crc)
-        rc = -HP_ENOMEM;
-    if (!rc) {
-        text[len] = '\0';
-        rc = strlen(text) != len ? WHY("the manifest is not text")
-                                 : manifest_parse(ci, text, len, why, n);
-    }
-    free(text);
-    for (int i = 0; i < ci->nfiles && !rc; i++)
-        rc = check_file(dir, ci->names[i], ci->bytes[i], ci->crc[i], contents, why, n);
-    if (!rc) {
-        int parts = 0, plan = 0;
-        for (int i = 0; i < ci->nfiles; i++) {
-            parts += !strncmp(ci->names[i], "rank-", 5);
-            plan |= !strcmp(ci->names[i], "plan.ini");
+    *ok = 0;
+    if (wsp)
+        rc = hp_ps_checkpoint_mark(c->plan, c->comm, c->v, c->s, seq, c->timeout_ms);
+    if (rc)
+        return rc;
+    if (hp_ckpt_dir(c->parent, seq, dir, sizeof(dir)))
+        pn.status = 1;
+    else
+        pn.status = write_stage_part(dir, c->rank, u, wsp, &pn) ? 1 : 0;
+    if (c->rank == rep) {
+        rc = collect(c, seq, where, &pn, ok, out);
+        h.clock = *ok;
+        for (int r = 0; r < workers && !rc; r++)
+            if (r != rep)
+                rc = hp_comm_send(c->comm, r, &h, NULL, c->timeout_ms);
+        out->seconds = hp_now_s() - t0;
+    } else {
+        h.payload_bytes = sizeof(pn);
+        rc = hp_comm_send(c->comm, rep, &h, &pn, c->timeout_ms);
+        if (!rc)
+            rc = hp_comm_recv(c->comm, rep, HP_MSG_CHECKPOINT, &h, NULL, 0, c->wait_ms);
+        if (!rc && (h.minibatch != seq || h.clock < 0 || h.clock > 1)) {
+            hp_error("vw %d stage %d: protocol error: expected the outcome of checkpoint %ld", c->v,
+                     c->s, seq);
+            rc = -HP_EPROTOCOL;
         }
-        if (parts != ci->nranks || !plan)
-            rc = WHY("the manifest lists %d parts for %d ranks%s", parts, ci->nranks,
-                     plan ? "" : " and no plan.ini");
+        if (!rc)
+            *ok = (int)h.clock;
     }
     if (rc)
-        hp_ckpt_info_release(ci);
+        hp_error("vw %d stage %d: checkpoint %ld: %s", c->v, c->s, seq, hp_strerror(rc));
     return rc;
 }
 
-/* ckpt-N entries of parent, N > 0, sorted by N descending. */
-static int list_ckpts(const char *parent, long **out)
+int hp_ckpt_take_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store *st)
 {
-    DIR *d = opendir(parent);
-    struct dirent *e;
-    long *v = NULL;
-    int n = 0, cap = 0;
+    const struct hp_plan *p = c->plan;
+    struct hp_ckpt_note pn = {0};
+    struct hp_ckpt_writer *w = NULL;
+    int64_t *clk = malloc((size_t)p->nvws * sizeof(int64_t));
+    char dir[4200];
+    int rc = clk ? 0 : -HP_ENOMEM;
 
-    *out = NULL;
-    if (!d)
-        return 0;
-    while ((e = readdir(d))) {
-        long k;
-        if (strncmp(e->d_name, "ckpt-", 5) || hp_parse_long(e->d_name + 5, 1, 1L << 40, &k))
+    if (!rc && hp_ckpt_dir(c->parent ? c->parent : ".", seq, dir, sizeof(dir)))
+        rc = -HP_EINVAL;
+    if (!rc)
+        rc = hp_ckpt_part_create(dir, c->rank, &w);
+    for (int u = 0; u < p->nunits && !rc; u++) {
+        if (!hp_ps_store_holds(st, u))
             continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            long *p = realloc(v, (size_t)cap * sizeof(long));
-            if (!p)
-                break;
-            v = p;
-        }
-        v[n++] = k;
+        for (int x = 0; x < p->nvws; x++)
+            clk[x] = *hp_ps_store_clock(st, x, u);
+        rc = hp_ckpt_part_add(w, HP_CK_GLOBAL, u, -1, hp_ps_store_unit(st, u),
+                              c->model->units[u].nparams * sizeof(float));
+        if (!rc)
+            rc = hp_ckpt_part_add(w, HP_CK_CLOCKS, u, -1, clk, (size_t)p->nvws * sizeof(int64_t));
     }
-    closedir(d);
-    for (int i = 1; i < n; i++) /* insertion sort, descending */
-        for (int j = i; j > 0 && v[j] > v[j - 1]; j--) {
-            const long t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    *out = v;
-    return n;
+    if (rc)
+        hp_ckpt_part_abort(w);
+    else
+        rc = hp_ckpt_part_close(w, &pn.bytes, &pn.crc);
+    free(clk);
+    pn.status = rc != 0;
+    const struct hp_msg_header h = {.type = HP_MSG_CHECKPOINT,
+                                    .vw = -1,
+                                    .stage = -1,
+                                    .minibatch = seq,
+                                    .clock = -1,
+                                    .payload_bytes = sizeof(pn)};
+    return hp_comm_send(c->comm, hp_plan_stage_rank(p, 0, 0), &h, &pn, c->timeout_ms);
 }
 
-int hp_ckpt_latest(const char *parent, struct hp_ckpt_info *ci)
-{
-    long *v;
-    const int n = list_ckpts(parent, &v);
-    int found = 1;
+/* ---- loading ---- */
 
-    for (int i = 0; i < n && found == 1; i++) {
-        char dir[4200], why[512];
-        snprintf(dir, sizeof(dir), "%s/ckpt-%ld", parent, v[i]);
-        if (!hp_ckpt_check(dir, 1, ci, why, sizeof(why)))
-            found = 0;
-        else
-            hp_warn("checkpoint %s is not valid (skipped): %s", dir, why);
+int hp_ckpt_resume_open(const char *dir, const struct hp_gpudb *db, const struct hp_model *model,
+                        const struct hp_plan *now, long my_mb, long epochs,
+                        struct hp_ckpt_source *src, struct hp_ckpt_resume *where)
+{
+    char why[512];
+    int rc = hp_ckpt_source_open(dir, db, model->nunits, src);
+
+    if (rc)
+        return rc;
+    if (hp_ckpt_compatible(&src->ci, model, (uint64_t)now->opts.seed, now->opts.batch, why,
+                           sizeof(why))) {
+        hp_error("option '--resume': %s: %s", dir, why);
+        return -HP_EDATA;
     }
-    free(v);
-    return found;
-}
-
-int hp_ckpt_new_dir(const char *parent, long after, long *seq, char *out, size_t n)
-{
-    if (!out || n == 0)
+    *where = (struct hp_ckpt_resume){
+        .seq = src->ci.seq, .epoch0 = src->ci.epoch, .exact = hp_ckpt_same_layout(&src->plan, now)};
+    where->nb0 = where->exact ? src->ci.minibatch : src->ci.minibatch * src->ci.nvws / now->nvws;
+    if (where->nb0 >= my_mb) {
+        where->epoch0++;
+        where->nb0 = 0;
+    }
+    if (where->epoch0 >= epochs) {
+        hp_error("option '--resume': checkpoint %ld is at epoch %ld of the job: --epochs %ld "
+                 "leaves nothing to train",
+                 src->ci.seq, src->ci.epoch + 1, epochs);
         return -HP_EINVAL;
-    long *v;
-    const int k = list_ckpts(parent, &v);
-    long next = (k > 0 && v[0] > after ? v[0] : after) + 1;
-
-    free(v);
-    if (mkdir(parent, 0700) != 0 && errno != EEXIST) {
-        hp_error("checkpoint: cannot create %s: %s", parent, strerror(errno));
-        return -HP_EIO;
     }
-    for (int tries = 0; tries < 100; tries++, next++) {
-        snprintf(out, n, "%s/ckpt-%ld", parent, next);
-        if (mkdir(out, 0700) == 0) {
-            *seq = next;
-            return 0;
-        }
-        if (errno != EEXIST)
-            break;
-    }
-    hp_error("checkpoint: cannot create %s: %s", out, strerror(errno));
-    return -HP_EIO;
-}
-
-/* Whether a file name is one a checkpoint holds. */
-static int ours(const char *name)
-{
-    return !strncmp(name, "rank-", 5) || !strncmp(name, "plan.ini", 8) ||
-           !strncmp(name, MANIFEST, strlen(MANIFEST));
-}
-
-void hp_ckpt_remove(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char path[4400];
-
-    if (!d)
-        return;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.' && ours(e->d_name)) {
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-    if (rmdir(dir) != 0)
-        hp_warn("checkpoint: could not remove %s: %s", dir, strerror(errno));
-}
-
-void hp_ckpt_prune(const char *parent, int keep)
-{
-    long *v;
-    const int n = list_ckpts(parent, &v);
-    int valid = 0;
-
-    for (int i = 0; i < n; i++) {
-        char dir[4200], why[512];
-        struct hp_ckpt_info ci;
-        snprintf(dir, sizeof(dir), "%s/ckpt-%ld", parent, v[i]);
-        const int ok = !hp_ckpt_check(dir, 0, &ci, why, sizeof(why));
-        hp_ckpt_info_release(&ci);
-        if (ok)
-            valid++;
-        if ((ok && valid > keep) || (!ok && valid > 0))
-            hp_ckpt_remove(dir);
-    }
-    free(v);
-}
-
-int hp_ckpt_copy_file(const char *src, const char *dir, const char *name, uint64_t *bytes,
-                      uint32_t *crc)
-{
-    char tmp[4200], path[4200], buf[1 << 14];
-    FILE *in = fopen(src, "rb"), *out = NULL;
-    int fd, rc = 0;
-    size_t k;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, name);
-    fd = in ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
-    if (fd < 0 || !(out = fdopen(fd, "wb"))) {
-        hp_error("checkpoint: cannot copy %s to %s: %s", src, tmp, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        if (in)
-            fclose(in);
-        return -HP_EIO;
-    }
-    *bytes = 0;
-    *crc = (uint32_t)crc32(0L, Z_NULL, 0);
-    while ((k = fread(buf, 1, sizeof(buf), in)) > 0 && !rc) {
-        rc = fwrite(buf, 1, k, out) == k ? 0 : -HP_EIO;
-        *crc = crc_of(*crc, buf, k);
-        *bytes += k;
-    }
-    fclose(in);
-    if (close_synced(out, tmp) || rc || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -HP_EIO;
-    }
+    where->q0 = where->exact ? 0 : where->epoch0 * my_mb + where->nb0;
     return 0;
 }
 
-/* ---- resuming ---- */
-
-int hp_ckpt_source_open(const char *dir, const struct hp_gpudb *db, int nunits,
-                        struct hp_ckpt_source *src)
+/* Unit k's records into the host buffers: under the same plan from this rank's own part; else
+ * the weights from the checkpoint's consensus (its shards' global weights, or VW 0's where it
+ * had none), momentum and statistics from VW v mod V. */
+static int load_unit(struct hp_ckpt_source *src, int exact, int rank, int v,
+                     const struct hp_unit *un, int k, float *p, float *mom, float *st)
 {
-    char why[512], path[4300], token[33];
+    const size_t pb = un->nparams * sizeof(float), sb = un->nstate * sizeof(float);
+    int w = rank, shard = -1, w0 = rank;
+    struct hp_ckpt_reader *r;
+    int rc = 0;
+
+    if (!exact) {
+        hp_ckpt_unit_source(&src->plan, v, k, &w, &shard);
+        hp_ckpt_unit_source(&src->plan, 0, k, &w0, &shard);
+    }
+    if (pb) {
+        const int from = !exact && shard >= 0 ? shard : w0;
+        const int kind = !exact && shard >= 0 ? HP_CK_GLOBAL : HP_CK_PARAMS;
+        rc = (r = hp_ckpt_source_part(src, from)) ? hp_ckpt_part_read(r, kind, k, p, pb) : -HP_EIO;
+        if (!rc)
+            rc = (r = hp_ckpt_source_part(src, w))
+                     ? hp_ckpt_part_read(r, HP_CK_MOMENTUM, k, mom, pb)
+                     : -HP_EIO;
+    }
+    if (!rc && sb)
+        rc = (r = hp_ckpt_source_part(src, w)) ? hp_ckpt_part_read(r, HP_CK_STATE, k, st, sb)
+                                               : -HP_EIO;
+    return rc;
+}
+
+int hp_ckpt_load_units(struct hp_ckpt_source *src, const struct hp_ckpt_resume *where, int rank,
+                       const struct hp_ckpt_units *u)
+{
+    size_t po = 0, so = 0;
+    int rc = 0;
+
+    for (int k = u->u0; k < u->u1 && !rc; k++) {
+        const struct hp_unit *un = &u->model->units[k];
+        rc = load_unit(src, where->exact, rank, u->vw, un, k, u->params + po, u->momentum + po,
+                       u->state + so);
+        po += un->nparams;
+        so += un->nstate;
+    }
+    return rc;
+}
+
+int hp_ckpt_load_wsp(struct hp_ckpt_source *src, const struct hp_ckpt_resume *where, int rank,
+                     struct hp_wsp *wsp)
+{
+    struct hp_ckpt_reader *r;
+    int64_t unpushed = 0;
+    void *blob;
     int rc;
 
-    memset(src, 0, sizeof(*src));
-    if (hp_ckpt_check(dir, 0, &src->ci, why, sizeof(why))) {
-        hp_error("option '--resume': %s is not a valid checkpoint: %s", dir, why);
-        return -HP_EDATA;
-    }
-    snprintf(path, sizeof(path), "%s/plan.ini", dir);
-    rc = hp_planfile_load(path, db, &src->plan, &src->cl, token);
-    if (rc)
-        return rc;
-    if (src->plan.nranks != src->ci.nranks || src->plan.nunits != nunits) {
-        hp_error("option '--resume': %s: its plan.ini does not match its manifest", dir);
-        return -HP_EDATA;
-    }
-    src->parts = calloc((size_t)src->plan.nranks, sizeof(*src->parts));
-    return src->parts ? 0 : -HP_ENOMEM;
-}
-
-struct hp_ckpt_reader *hp_ckpt_source_part(struct hp_ckpt_source *src, int rank)
-{
-    if (!src->parts[rank] && hp_ckpt_part_open(src->ci.dir, rank, &src->parts[rank]))
-        return NULL;
-    return src->parts[rank];
-}
-
-void hp_ckpt_source_release(struct hp_ckpt_source *src)
-{
-    if (src->parts)
-        for (int r = 0; r < src->plan.nranks; r++)
-            hp_ckpt_part_close_reader(src->parts[r]);
-    free(src->parts);
-    src->parts = NULL;
-    hp_plan_release(&src->plan);
-    hp_cluster_release(&src->cl);
-    hp_ckpt_info_release(&src->ci);
-}
-
-/* ---- plans ---- */
-
-int hp_ckpt_same_layout(const struct hp_plan *a, const struct hp_plan *b)
-{
-    if (a->grouping != b->grouping || a->nvws != b->nvws || a->nranks != b->nranks ||
-        a->nshards != b->nshards || a->nunits != b->nunits || a->opts.batch != b->opts.batch ||
-        a->opts.seed != b->opts.seed || a->opts.staleness != b->opts.staleness)
+    if (!wsp || !where->exact)
         return 0;
-    for (int u = 0; u < a->nunits; u++)
-        if (a->nshards && a->unit_shard[u] != b->unit_shard[u])
-            return 0;
-    for (int v = 0; v < a->nvws; v++) {
-        const struct hp_vw_plan *x = &a->vws[v], *y = &b->vws[v];
-        if (x->nstages != y->nstages || x->nm != y->nm)
-            return 0;
-        for (int s = 0; s < x->nstages; s++)
-            if (x->stages[s].u0 != y->stages[s].u0 || x->stages[s].u1 != y->stages[s].u1 ||
-                x->stages[s].in_flight != y->stages[s].in_flight ||
-                hp_plan_stage_rank(a, v, s) != hp_plan_stage_rank(b, v, s))
-                return 0;
-    }
-    return 1;
+    const size_t n = hp_wsp_state_bytes(wsp);
+    if (!(r = hp_ckpt_source_part(src, rank)))
+        return -HP_EIO;
+    if (!(blob = malloc(n ? n : 1)))
+        return -HP_ENOMEM;
+    rc = hp_ckpt_part_read(r, HP_CK_CLIENT, -1, blob, n);
+    if (!rc)
+        rc = hp_ckpt_part_read(r, HP_CK_CLIENT, -2, &unpushed, sizeof(unpushed));
+    if (!rc)
+        rc = hp_wsp_restore(wsp, blob, n, unpushed);
+    free(blob);
+    return rc;
 }
 
-void hp_ckpt_unit_source(const struct hp_plan *old, int v, int u, int *worker, int *shard)
+int hp_ckpt_load_shard(const char *dir, const struct hp_gpudb *db, const struct hp_plan *now,
+                       int rank, struct hp_ps_store *st)
 {
-    const int x = v % old->nvws;
-    const struct hp_vw_plan *vw = &old->vws[x];
+    const int n = now->nunits;
+    struct hp_ckpt_source src;
+    int64_t *clk = malloc((size_t)now->nvws * sizeof(int64_t));
+    int rc = clk ? hp_ckpt_source_open(dir, db, n, &src) : -HP_ENOMEM;
+    const int exact = !rc && hp_ckpt_same_layout(&src.plan, now);
 
-    *worker = -1;
-    for (int s = 0; s < vw->nstages && *worker < 0; s++)
-        if (u >= vw->stages[s].u0 && u < vw->stages[s].u1)
-            *worker = hp_plan_stage_rank(old, x, s);
-    *shard = old->nshards > 0 ? hp_plan_first_shard(old) + old->unit_shard[u] : -1;
+    for (int u = 0; u < n && !rc; u++) {
+        struct hp_ckpt_reader *r;
+        int w, from;
+        if (!hp_ps_store_holds(st, u))
+            continue;
+        hp_ckpt_unit_source(&src.plan, 0, u, &w, &from);
+        from = exact ? rank : from >= 0 ? from : w;
+        r = hp_ckpt_source_part(&src, from);
+        rc = !r ? -HP_EIO
+                : hp_ckpt_part_read(
+                      r, from >= hp_plan_first_shard(&src.plan) ? HP_CK_GLOBAL : HP_CK_PARAMS, u,
+                      hp_ps_store_unit(st, u), hp_ps_store_floats(st, u, u + 1) * sizeof(float));
+        if (!rc && exact)
+            rc = hp_ckpt_part_read(r, HP_CK_CLOCKS, u, clk, (size_t)now->nvws * sizeof(int64_t));
+        for (int x = 0; x < now->nvws && !rc && exact; x++)
+            *hp_ps_store_clock(st, x, u) = clk[x];
+    }
+    if (clk)
+        hp_ckpt_source_release(&src);
+    free(clk);
+    return rc;
 }

@@ -1,168 +1,148 @@
-/* ckpt.h - checkpoints of a job, by unit (DESIGN.md section 6; README "Checkpoints and
- * resume").
+/* ckpt.h - checkpoints in a running job: when they are taken, what each rank writes and
+ * loads, and how the ranks agree that one is complete. The files themselves (layout, parts,
+ * manifest, checks) are common/ckptfile.h; the job points where checkpoints are taken are
+ * jobpoint.h. README "Checkpoints and resume" says it for users.
  *
- * A checkpoint is a directory PARENT/ckpt-N (N = 1, 2, ... over the life of the job, resumed
- * runs continuing the count) holding:
- *   rank-R.part  one per rank of the plan it was taken under, written by that rank:
- *                a 24-byte file header ("HPCKPART", format version, rank), then records, each
- *                a 24-byte header (kind, unit, vw, bytes, CRC-32 of the payload) and its
- *                payload. A worker stage writes, per unit of its stage, the parameters, the
- *                momentum and the batch-norm statistics (HP_CK_PARAMS, _MOMENTUM, _STATE); a
- *                WSP worker also its client's state (HP_CK_CLIENT, unit -1: waves pushed, what
- *                its weights hold, its copy of the global weights). A PS shard writes, per unit
- *                it owns, the global weights and every VW's clock of the unit (HP_CK_GLOBAL,
- *                HP_CK_CLOCKS).
- *   plan.ini     the plan (with its options) the checkpoint was taken under.
- *   manifest     written last, by the reporter (stage 0 of VW 0), once every part is on disk:
- *                "key = value" lines (the format, the model and its signature, seed, batch,
- *                training samples, the position: epoch and the VWs' minibatches into it, the
- *                job's samples so far), one "file = NAME BYTES CRC32" line per file, and a
- *                last line "checksum = CRC32" of every byte before it.
- * Every file is written to NAME.tmp, fsync()ed and renamed; the directory is fsync()ed before
- * the manifest is, and after. A directory without a valid manifest is not a checkpoint.
+ * When: at job points, which come every hp_ckpt_cadence.point_every of a VW's minibatches
+ * (10 times an epoch) when checkpoints are on, and at evaluations. A checkpoint is due every
+ * --checkpoint-every N samples (rounded up to whole job points) and at each epoch's end, or
+ * every Nmin / Nh of training; SIGUSR1 or SIGTERM asks for one and a stop at the next job
+ * point (hp_ckpt_requested).
  *
- * The checkpoint is taken at a job point (pipeline.h): every pipeline drained, every worker at
- * the same place of its data, every push of the waves so far on its shard. So resuming under
- * the same plan restores every rank exactly (bit for bit with one VW and with dp); under
- * another plan (other GPUs, policy, Nm, number of VWs) each unit is loaded where the new plan
- * puts it (hp_ckpt_unit_source).
+ * Taking checkpoint N at a job point: the reporter (stage 0 of VW 0) makes PARENT/ckpt-N
+ * (hp_ckpt_begin) and says so in the verdict; every worker tells its PS shards that its pushes
+ * are all sent (WSP), writes its part (by unit: parameters, momentum, batch-norm statistics;
+ * a WSP worker also its client's state) and tells the reporter its size and CRC-32; each
+ * shard, once every worker's mark is in, writes its part (global weights and every VW's clock
+ * of its units) and tells the reporter too. The reporter copies the plan in, writes the
+ * manifest last and prunes old checkpoints, then tells every worker the outcome. A part that
+ * could not be written makes the checkpoint fail (removed; training goes on).
+ *
+ * Loading (--resume DIR): under the same plan (hp_ckpt_same_layout) every rank restores its
+ * own part exactly, so the run goes on bit for bit; under another plan each unit is loaded
+ * where the new plan puts it (hp_ckpt_unit_source): the weights from the checkpoint's
+ * consensus (its shards' global weights, or VW 0's), momentum and statistics from VW v mod V.
  */
 #ifndef HP_CKPT_H
 #define HP_CKPT_H
 
+#include "ckptfile.h"
+#include "comm.h"
 #include "gpudb.h"
 #include "model.h"
 #include "plan.h"
+#include "ps_store.h"
+#include "wsp.h"
 
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define HP_CKPT_FORMAT 1
-#define HP_CKPT_EXIT 75 /* exit status of a job that checkpointed and stopped on request */
-
-enum hp_ck_kind {
-    HP_CK_PARAMS = 1,   /* a unit's parameters (floats) */
-    HP_CK_MOMENTUM = 2, /* its momentum (floats) */
-    HP_CK_STATE = 3,    /* its batch-norm running statistics (floats) */
-    HP_CK_CLIENT = 4,   /* a WSP worker's client (unit -1), hp_ps_client_save */
-    HP_CK_GLOBAL = 5,   /* a shard's global weights of a unit (floats) */
-    HP_CK_CLOCKS = 6,   /* a shard's clock of a unit for every VW (int64) */
-};
-
-/* A request to checkpoint and stop (SIGUSR1, SIGTERM), set by the ranks' signal handlers. */
+/* A request to checkpoint and stop (SIGUSR1, SIGTERM), set by the rank's signal handlers. */
 extern volatile sig_atomic_t hp_ckpt_requested;
+
+/* With checkpoints on (dir given): SIGUSR1 and SIGTERM set hp_ckpt_requested (a second
+ * SIGTERM ends the rank at once); without, SIGUSR1 is ignored and SIGTERM keeps its default. */
+void hp_ckpt_signals(const char *dir);
 
 /* --checkpoint-every: N samples, or Nmin / Nh of training (s: seconds, for tests). 0 or
  * -HP_EINVAL with an error naming the option and what is allowed. Unset (NULL): both 0. */
 int hp_ckpt_parse_every(const char *value, long *samples, double *seconds);
 
-/* The manifest, in memory. */
-#define HP_CKPT_MAX_FILES (1 << 18) /* a plan's ranks (65,536 GPUs and their shards) and more */
-struct hp_ckpt_info {
-    char dir[4096];
-    long seq;
-    char model[64];
-    uint64_t model_sig;
-    int nunits;
-    uint64_t seed;
-    long batch, ntrain, epochs;
-    long epoch, minibatch; /* the position: each VW has trained `minibatch` of epoch `epoch` */
-    int nvws, nranks;
-    long samples; /* training samples of the job before this point (all VWs, all runs) */
-    double lr, momentum, weight_decay; /* the training options it was taken with */
-    char schedule[16];
-    char reason[16];
-    int nfiles, files_max; /* files_max: room in the arrays (hp_ckpt_check's) */
-    char (*names)[64];     /* [nfiles] */
-    uint64_t *bytes;
-    uint32_t *crc;
+/* When job points come and which checkpoints are due. */
+struct hp_ckpt_cadence {
+    int on;           /* a checkpoint directory was given */
+    long point_every; /* job points every this many of a VW's minibatches (0: none) */
+    long every_mb;    /* a checkpoint every this many (a multiple of point_every; 0: none) */
+    double every_s;   /* or every this many seconds of training (0: none) */
 };
-void hp_ckpt_info_release(struct hp_ckpt_info *ci);
 
-/* Model signature: the units' count, kinds and sizes. */
-uint64_t hp_ckpt_model_sig(const struct hp_model *m);
+/* The cadence for --checkpoint-dir `dir` (NULL: off) and --checkpoint-every (every_samples
+ * samples or every_s seconds, both 0 when not given), with my_mb minibatches per VW and
+ * epoch and per_mb samples in one minibatch of every VW. 0, or -HP_EINVAL (logged) for
+ * --checkpoint-every without --checkpoint-dir. */
+int hp_ckpt_cadence_init(struct hp_ckpt_cadence *c, const char *dir, long every_samples,
+                         double every_s, long my_mb, long per_mb);
 
-/* Check checkpoint directory `dir`: the manifest's syntax and checksum, and every file it
- * lists (size; with `contents`, the CRC-32 of every byte). 0 and *ci filled, or
- * -HP_EDATA / -HP_EIO with why (a sentence naming the file and what is wrong). */
-int hp_ckpt_check(const char *dir, int contents, struct hp_ckpt_info *ci, char *why, size_t n);
+/* Whether a checkpoint is due after nb of an epoch's my_mb minibatches, `since` seconds of
+ * training after the last one (or the run's start). */
+int hp_ckpt_due(const struct hp_ckpt_cadence *c, long nb, long my_mb, double since);
 
-/* The newest valid checkpoint under `parent` (by N, contents checked; invalid ones are named
- * in a warning and skipped): 0 with *ci, 1 when there is none, or a negative code. */
-int hp_ckpt_latest(const char *parent, struct hp_ckpt_info *ci);
+/* A stage's units [u0, u1) of VW vw and their host floats in the stage's layout (net.h:
+ * unit after unit): parameters and momentum (the same count), batch-norm statistics. */
+struct hp_ckpt_units {
+    const struct hp_model *model;
+    int u0, u1, vw;
+    float *params, *momentum, *state;
+};
 
-/* Create PARENT (if missing, mode 0700) and PARENT/ckpt-N with N after every ckpt-* there and
- * after `after`; its path in out. 0 and *seq, or -HP_EIO (logged). */
-int hp_ckpt_new_dir(const char *parent, long after, long *seq, char *out, size_t n);
+/* What a job's ranks share to take checkpoints. */
+struct hp_ckpt_job {
+    struct hp_comm *comm;
+    const struct hp_plan *plan;
+    const struct hp_model *model;
+    int rank, v, s;        /* s = -1 for a PS shard */
+    int timeout_ms;        /* a send */
+    int wait_ms;           /* waiting for every part */
+    const char *parent;    /* --checkpoint-dir */
+    const char *plan_path; /* --plan: copied into each checkpoint */
+    int keep;              /* --checkpoint-keep */
+};
 
-/* Remove all but the newest `keep` valid checkpoints under parent, and incomplete ones older
- * than the newest valid one (only files named as a checkpoint's are removed). */
-void hp_ckpt_prune(const char *parent, int keep);
+/* The reporter, at a job point whose verdict checkpoints: make the next PARENT/ckpt-N after
+ * `last` (and after every one there); *seq and its path in dir. 0 or -HP_EIO (logged). */
+int hp_ckpt_begin(const struct hp_ckpt_job *c, long last, long *seq, char *dir, size_t n);
 
-/* Remove a checkpoint directory (its own files only). */
-void hp_ckpt_remove(const char *dir);
-
-/* Write the manifest of `ci` (files listed there must be in ci->dir) atomically. */
-int hp_ckpt_manifest_write(const struct hp_ckpt_info *ci);
-
-/* Copy file `src` into dir as `name` (fsync()ed); its size and CRC-32. */
-int hp_ckpt_copy_file(const char *src, const char *dir, const char *name, uint64_t *bytes,
-                      uint32_t *crc);
-
-/* What a rank tells the reporter of its part (HP_MSG_CHECKPOINT payload): 0 or failed, and the
- * part's size and CRC-32 for the manifest. */
-struct hp_ckpt_note {
-    int64_t status;
+/* What the reporter says of a complete checkpoint. */
+struct hp_ckpt_written {
+    int nfiles;
     uint64_t bytes;
-    uint32_t crc, pad;
+    double seconds;
 };
 
-/* A part file being written (rank-R.part.tmp until closed). */
-struct hp_ckpt_writer;
-int hp_ckpt_part_create(const char *dir, int rank, struct hp_ckpt_writer **out);
-int hp_ckpt_part_add(struct hp_ckpt_writer *w, int kind, int unit, int vw, const void *data,
-                     size_t bytes);
-/* Flush, fsync, rename to rank-R.part; its size and CRC-32; frees w (also on failure). */
-int hp_ckpt_part_close(struct hp_ckpt_writer *w, uint64_t *bytes, uint32_t *crc);
-void hp_ckpt_part_abort(struct hp_ckpt_writer *w);
+/* A worker's part of checkpoint `seq` (made by hp_ckpt_begin on the reporter): its units,
+ * its WSP state (wsp NULL: none) after telling the shards; then on the reporter the manifest
+ * (`where`: the position and the job's settings, files added here) and the outcome to every
+ * worker, elsewhere the outcome from it. *ok: the checkpoint is complete (*out on the
+ * reporter). 0, or a negative code when the protocol broke (the job fails); a part that could
+ * not be written is not that: *ok = 0 and training goes on. */
+int hp_ckpt_take(const struct hp_ckpt_job *c, long seq, const struct hp_ckpt_units *u,
+                 const struct hp_wsp *wsp, const struct hp_ckpt_info *where, int *ok,
+                 struct hp_ckpt_written *out);
 
-/* A part file being read: its records indexed. */
-struct hp_ckpt_reader;
-int hp_ckpt_part_open(const char *dir, int rank, struct hp_ckpt_reader **out);
-/* Read record (kind, unit) of exactly `bytes` into out, CRC checked; a missing record, another
- * size or a bad CRC is -HP_EDATA, logged naming the file, unit and kind. */
-int hp_ckpt_part_read(struct hp_ckpt_reader *r, int kind, int unit, void *out, size_t bytes);
-/* Whether the part has record (kind, unit). */
-int hp_ckpt_part_has(const struct hp_ckpt_reader *r, int kind, int unit);
-void hp_ckpt_part_close_reader(struct hp_ckpt_reader *r);
+/* A PS shard's part of checkpoint `seq`: the global weights and every VW's clock of the units
+ * it holds, and the note to the reporter. 0 or a negative code. */
+int hp_ckpt_take_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store *st);
 
-/* A checkpoint being resumed from: its manifest, the plan it was taken under (its cluster),
- * and its parts, opened when first asked for. */
-struct hp_ckpt_source {
-    struct hp_ckpt_info ci;
-    struct hp_plan plan;
-    struct hp_cluster cl;
-    struct hp_ckpt_reader **parts; /* [plan.nranks] */
+/* Where a resumed run starts. */
+struct hp_ckpt_resume {
+    long seq;         /* the checkpoint's number: the next one is numbered after it */
+    long epoch0, nb0; /* the epoch, and the VW's minibatches into it */
+    long q0;          /* the VW minibatch from which WSP counts waves: 0 under the same plan,
+                         else where this run starts (epoch0 x my_mb + nb0) */
+    int exact;        /* the same plan: every rank restores its own part */
 };
-/* Open checkpoint `dir` (the manifest checked, sizes only) with its plan.ini (GPU types from db),
- * which must agree with the manifest and have nunits units. 0, or a negative code logged naming
- * the option '--resume' and what is wrong; *src is released by hp_ckpt_source_release either
- * way. */
-int hp_ckpt_source_open(const char *dir, const struct hp_gpudb *db, int nunits,
-                        struct hp_ckpt_source *src);
-/* Rank `rank`'s part (NULL, logged, when it cannot be read). */
-struct hp_ckpt_reader *hp_ckpt_source_part(struct hp_ckpt_source *src, int rank);
-void hp_ckpt_source_release(struct hp_ckpt_source *src);
 
-/* Whether plans a (the checkpoint's) and b (now) give every rank the same role and units, so
- * that every rank can restore its own part: same grouping, VWs, stages, units, Nm, shards,
- * unit placement, batch and seed. */
-int hp_ckpt_same_layout(const struct hp_plan *a, const struct hp_plan *b);
+/* Open checkpoint `dir` (--resume; db: the GPU types of its plan) for a job of `model` under
+ * plan `now` with my_mb minibatches per VW and epoch and `epochs` epochs: the model, seed and
+ * batch must match, and something must be left to train. *src is released by the caller
+ * (hp_ckpt_source_release) either way. 0, or a negative code (logged). */
+int hp_ckpt_resume_open(const char *dir, const struct hp_gpudb *db, const struct hp_model *model,
+                        const struct hp_plan *now, long my_mb, long epochs,
+                        struct hp_ckpt_source *src, struct hp_ckpt_resume *where);
 
-/* Under another plan: the rank of the checkpoint's plan `old` whose part holds unit u for new
- * VW v (the old VW v mod old->nvws), and the shard rank holding u's global weights (-1 when
- * the old plan has none for u). */
-void hp_ckpt_unit_source(const struct hp_plan *old, int v, int u, int *worker, int *shard);
+/* A worker's units from the checkpoint into u's host buffers (rank: this rank of the new
+ * plan). 0 or a negative code (logged, naming the file). */
+int hp_ckpt_load_units(struct hp_ckpt_source *src, const struct hp_ckpt_resume *where, int rank,
+                       const struct hp_ckpt_units *u);
+
+/* Under the same plan, a WSP worker's state (wsp NULL: nothing). */
+int hp_ckpt_load_wsp(struct hp_ckpt_source *src, const struct hp_ckpt_resume *where, int rank,
+                     struct hp_wsp *wsp);
+
+/* A PS shard's units: under the same plan its own part (weights and clocks); under another
+ * every unit it now holds from the checkpoint's consensus, clocks from 0. */
+int hp_ckpt_load_shard(const char *dir, const struct hp_gpudb *db, const struct hp_plan *now,
+                       int rank, struct hp_ps_store *st);
 
 #endif

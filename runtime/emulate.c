@@ -1,43 +1,32 @@
-/* emulate.c - emulated GPU types: each pass and send of a CPU rank padded to S x the plan's
- * seconds for the stage's GPU type (pipeline.h). */
-#include "stage.h"
+/* emulate.c - emulated GPU types (emulate.h). */
+#include "emulate.h"
 
 #include "clock.h"
-#include "error.h"
-#include "log.h"
 
-/* Pad since t0 to t0 + target (emulation), counted as padding. */
-void hp_stage_pad(struct stage *g, double t0, double target)
+void hp_emu_init(struct hp_emu *e, const struct hp_plan *p, const struct hp_stage_plan *st,
+                 double S)
+{
+    *e = (struct hp_emu){0};
+    if (S <= 0.0)
+        return;
+    e->fwd = S * st->fwd_s;
+    e->bwd = S * st->bwd_s;
+    e->send_next = S * st->send_s;
+    e->send_prev = S * st->send_back_s;
+    e->allreduce = p->grouping == HP_POLICY_DP ? S * p->allreduce_s : 0.0;
+}
+
+void hp_emu_pad(struct hp_emu *e, double t0, double target)
 {
     if (target > 0.0) {
         const double t1 = hp_now_s();
         hp_sleep_until(t0 + target);
-        g->time.pad_s += hp_now_s() - t1;
+        e->pad_s += hp_now_s() - t1;
     }
 }
 
-/* The planned images/s of this rank's VW (a dp replica: its share of the job's rate, which
- * the slowest replica and the allreduce set), at emulation scale 1. */
-double hp_stage_planned_rate(const struct stage *g)
-{
-    return g->dp ? g->plan->rate / g->nvws : g->plan->vws[g->v].rate;
-}
-
-/* Emulation (S > 0): each pass and send padded to S x the plan's seconds for this stage. */
-void hp_emulate_setup(struct stage *g)
-{
-    const double S = g->o->emulate;
-
-    if (S <= 0.0)
-        return;
-    g->emu.fwd_cost = S * g->st->fwd_s;
-    g->emu.bwd_cost = S * g->st->bwd_s;
-    g->emu.xfer_next = S * g->st->send_s;
-    g->emu.xfer_prev = S * g->st->send_back_s;
-}
-
 /* How long (ms) a rank may wait for other VWs or a job point before it calls the silence a failure
- * (pipeline.h): --timeout plus S_eff x the plan's longest legitimate wait: D + 3 waves of the
+ * (worker.h): --timeout plus S_eff x the plan's longest legitimate wait: D + 3 waves of the
  * slowest VW (WSP lets a VW run D + 2 waves ahead; a job point waits for the last to drain),
  * VW 0's pass over the test set (evaluation), and writing a checkpoint of every unit's weights,
  * momentum and statistics at 20 MB/s. S_eff is the emulation scale; without emulation 2 on a
@@ -45,7 +34,7 @@ void hp_emulate_setup(struct stage *g)
  * plan timed). */
 int hp_plan_wait_ms(const struct hp_plan *p, const struct hp_options *o, size_t model_floats)
 {
-    const double S = o->emulate > 0.0                   ? o->emulate
+    const double S = o->emulate > 0.0                    ? o->emulate
                      : o->device == HP_DEVICE_CHOICE_CPU ? 200.0
                                                          : 2.0;
     const long test_n = o->test_limit > 0 && o->test_limit < 10000 ? o->test_limit : 10000;
@@ -68,7 +57,7 @@ int hp_plan_wait_ms(const struct hp_plan *p, const struct hp_options *o, size_t 
     test *= (double)(test_n + p->opts.batch - 1) / p->opts.batch;
     if (p->grouping == HP_POLICY_DP)
         wave += p->allreduce_s;
-    const double s = o->timeout + S * ((double)(D + 3) * wave + test) +
-                     3.0 * 4.0 * model_floats / 20e6;
+    const double s =
+        o->timeout + S * ((double)(D + 3) * wave + test) + 3.0 * 4.0 * model_floats / 20e6;
     return s < 2e6 ? (int)(s * 1000.0) : 2000000000; /* an int of milliseconds */
 }

@@ -405,8 +405,8 @@ int hp_ps_checkpoint_mark(const struct hp_plan *plan, struct hp_comm *comm, int 
             .type = HP_MSG_CHECKPOINT, .vw = vw, .stage = stage, .minibatch = seq, .clock = -1};
         int rc = hp_comm_send(comm, r, &h, NULL, timeout_ms);
         if (rc) {
-            hp_error("vw %d stage %d: telling PS shard rank %d of checkpoint %ld: %s", vw, stage,
-                     r, seq, hp_strerror(rc));
+            hp_error("vw %d stage %d: telling PS shard rank %d of checkpoint %ld: %s", vw, stage, r,
+                     seq, hp_strerror(rc));
             return rc;
         }
     }
@@ -417,3 +417,54 @@ void hp_ps_client_set_wait(struct hp_ps_client *c, int wait_ms)
 {
     c->wait_ms = wait_ms;
 }
+
+/* ---- the client behind struct hp_ps_ops (wsp.h) ---- */
+
+static int op_push(void *c, const float *local, long wave)
+{
+    return hp_ps_push(c, local, wave);
+}
+
+static int op_pull(void *c, const int64_t *thr, long wave)
+{
+    return hp_ps_pull(c, thr, wave);
+}
+
+static void op_rebase(void *c, float *local)
+{
+    hp_ps_rebase(c, local);
+}
+
+static const float *op_global(void *c)
+{
+    return hp_ps_global(c);
+}
+
+static long op_pushed(void *c)
+{
+    return hp_ps_pushed(c);
+}
+
+static int64_t op_global_clock(void *c)
+{
+    return hp_ps_global_clock(c);
+}
+
+static void op_included(void *c, int x, int64_t *min, int64_t *max)
+{
+    hp_ps_included(c, x, min, max);
+}
+
+static void op_trace_incl(void *c, FILE *f)
+{
+    hp_ps_trace_incl(c, f);
+}
+
+const struct hp_ps_ops hp_ps_client_ops = {.push = op_push,
+                                           .pull = op_pull,
+                                           .rebase = op_rebase,
+                                           .global = op_global,
+                                           .pushed = op_pushed,
+                                           .global_clock = op_global_clock,
+                                           .included = op_included,
+                                           .trace_incl = op_trace_incl};

@@ -79,4 +79,19 @@ void hp_ps_client_stats(const struct hp_ps_client *c, struct hp_ps_stats *out);
  * training pull to f, and a newline. */
 void hp_ps_trace_incl(const struct hp_ps_client *c, FILE *f);
 
+/* The client as Wave Synchronous Parallel uses it (wsp.h): the calls above, behind function
+ * pointers so that the unit tests can put a fake parameter server in its place. `c` is the
+ * client (struct hp_ps_client *, or the fake's own state). */
+struct hp_ps_ops {
+    int (*push)(void *c, const float *local, long wave);
+    int (*pull)(void *c, const int64_t *thr, long wave);
+    void (*rebase)(void *c, float *local);
+    const float *(*global)(void *c);
+    long (*pushed)(void *c);
+    int64_t (*global_clock)(void *c);
+    void (*included)(void *c, int x, int64_t *min, int64_t *max);
+    void (*trace_incl)(void *c, FILE *f);
+};
+extern const struct hp_ps_ops hp_ps_client_ops;
+
 #endif

@@ -1,7 +1,7 @@
 /* rank.c - hetpipe-rank: one process of a job. Reads the plan, finds its role from its rank,
  * bootstraps the transport (PMIx under srun --mpi=pmix, address files under hetpipe run
- * --local), and runs its pipeline stage (runtime/pipeline.h) or parameter-server shard
- * (runtime/ps.h).
+ * --local), and runs its worker stage (runtime/worker.h) or parameter-server shard
+ * (runtime/ps_shard.h).
  *
  *   hetpipe-rank --plan FILE [--rank R --boot-dir DIR] [training options]
  *
@@ -21,12 +21,13 @@
 #include "log.h"
 #include "model.h"
 #include "options.h"
+#include "emulate.h"
 #include "parse.h"
-#include "pipeline.h"
 #include "plan.h"
 #include "planfile.h"
 #include "ps_shard.h"
 #include "timeline.h"
+#include "worker.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -267,28 +268,6 @@ static int run_role(struct rank *r)
     return rc;
 }
 
-/* SIGUSR1 and SIGTERM ask for a checkpoint and a stop at the next job point (ckpt.h); a
- * second SIGTERM ends the rank at once. Without --checkpoint-dir SIGTERM keeps its default
- * and SIGUSR1 is ignored. */
-static void on_request(int sig)
-{
-    (void)sig;
-    hp_ckpt_requested = 1;
-}
-
-static void request_signals(const struct hp_options *o)
-{
-    struct sigaction sa = {0};
-
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = o->checkpoint_dir ? on_request : SIG_IGN;
-    sigaction(SIGUSR1, &sa, NULL);
-    if (o->checkpoint_dir) {
-        sa.sa_flags = SA_RESETHAND;
-        sigaction(SIGTERM, &sa, NULL);
-    }
-}
-
 /* Close the connections and PMIx under the watchdog, free everything, report a failure (and
  * the peer it came from: role, node, GPU, cause). */
 static int rank_release(struct rank *r, int rc)
@@ -355,7 +334,7 @@ int main(int argc, char **argv)
         return rc;
     if (r.o.threads)
         hp_backend_cpu_set_threads((int)r.o.threads);
-    request_signals(&r.o);
+    hp_ckpt_signals(r.o.checkpoint_dir);
     /* started by hetpipe run --local: die with the launcher, also when stopped (SIGKILL) */
     if (getenv("HETPIPE_PARENT")) {
         long parent;

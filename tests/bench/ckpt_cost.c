@@ -8,7 +8,7 @@
  * PARTS (default 1): the units split over that many part files, written one after another
  * (as ranks on one node would, but serially). Prints one line: model, bytes, write and load
  * seconds and MB/s. The data are the model's real sizes, filled with a pattern. */
-#include "ckpt.h"
+#include "ckptfile.h"
 #include "clock.h"
 #include "model.h"
 

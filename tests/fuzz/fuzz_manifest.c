@@ -7,7 +7,7 @@
  * too). The directory holds three files for "file = NAME BYTES CRC32" lines to name (their
  * contents and CRC-32s: README.md): plan.ini, rank-0.part and rank-1.part.
  */
-#include "ckpt.h"
+#include "ckptfile.h"
 #include "fuzz.h"
 
 #include <zlib.h>

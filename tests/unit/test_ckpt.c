@@ -2,6 +2,7 @@
  * changed or cut byte is found, the manifest is checked whole, the newest valid checkpoint is
  * found and old ones pruned, --checkpoint-every is parsed, plans are compared. */
 #include "ckpt.h"
+#include "ckptfile.h"
 #include "error.h"
 #include "suites.h"
 #include "util.h"

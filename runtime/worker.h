@@ -1,9 +1,18 @@
-/* pipeline.h - one worker rank: stage s of virtual worker v, trained by pipelined model
- * parallelism (DESIGN.md section 6).
+/* worker.h - one worker rank: stage s of virtual worker v, trained by pipelined model
+ * parallelism, in step with the other VWs by Wave Synchronous Parallel (HetPipe).
  *
- * Data: stage 0 reads Fashion-MNIST; VW v of N takes minibatches v, v + N, v + 2N, ... of a
- * seeded per-epoch permutation (the same permutation as hetpipe train), the last partial one
- * dropped, and every VW the same number of them (floor(minibatches / N): the last
+ * The loop (worker.c) reads like the algorithm: for each span of minibatches between two job
+ * points, the one-forward-one-backward order of its passes (schedule.h), WSP's gate before the
+ * first minibatch of a wave and its push after the last (wsp.h), dp's gradient average after
+ * every backward pass (dp.h), then the job point: evaluation, checkpoint, stop (jobpoint.h,
+ * evaluate.h, ckpt.h). The forward and backward passes are the net's (net.h); weight stashing
+ * (stash.h), the stage's data (feed.h), its messages (link.h), emulation (emulate.h), the
+ * timeline (timeline.h) and what it reports (report.h) are modules the loop calls, each with
+ * its own state.
+ *
+ * Data: stage 0 reads the data set (feed.h); VW v of N takes minibatches v, v + N, v + 2N, ...
+ * of a seeded per-epoch permutation (the same permutation as hetpipe train), the last partial
+ * one dropped, and every VW the same number of them (floor(minibatches / N): the last
  * minibatches % N are left out). Labels travel with the activations, so only stage 0 reads
  * the data set.
  *
@@ -37,7 +46,7 @@
  * bit for bit.
  *
  * Across VWs, with PS shards in the plan: Wave Synchronous Parallel (runtime/ps.h, the rules
- * and the staleness bound at wave_gate in pipeline.c): each stage pushes the sum of its
+ * and the staleness bound at hp_wsp_gate in wsp.c): each stage pushes the sum of its
  * updates after the backward pass of a wave's last minibatch, and before the forward pass of
  * the first minibatch of wave C >= 2 waits until every VW has pushed wave C - 2 - D of its
  * units, pulls them and rebases. VW 0 evaluates on the global weights.
@@ -63,8 +72,8 @@
  * compute), so a CPU rank runs like its GPU type, S times slower. S must be large enough that
  * padding dominates; the time not padded is reported.
  */
-#ifndef HP_PIPELINE_H
-#define HP_PIPELINE_H
+#ifndef HP_WORKER_H
+#define HP_WORKER_H
 
 #include "cluster.h"
 #include "comm.h"
@@ -106,9 +115,5 @@ struct hp_worker_result {
 int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
                   const struct hp_gpudb *db, const struct hp_model *model, int rank,
                   struct hp_comm *comm, const struct hp_options *o, struct hp_worker_result *res);
-
-/* The deadline of a rank's waits for other VWs, job points and checkpoints (milliseconds):
- * --timeout plus the plan's longest legitimate wait at the run's pace (emulate.c). */
-int hp_plan_wait_ms(const struct hp_plan *p, const struct hp_options *o, size_t model_floats);
 
 #endif

@@ -1,0 +1,967 @@
+/* worker.c - a worker rank: stage s of virtual worker v (worker.h). train_span is the loop of
+ * HetPipe's algorithm; train_epoch and job_point around it; the rest sets the stage up, moves
+ * its tensors and ends it. */
+#include "worker.h"
+
+#include "ckpt.h"
+#include "clock.h"
+#include "dp.h"
+#include "emulate.h"
+#include "error.h"
+#include "evaluate.h"
+#include "feed.h"
+#include "jobpoint.h"
+#include "link.h"
+#include "log.h"
+#include "net.h"
+#include "report.h"
+#include "rng.h"
+#include "schedule.h"
+#include "stash.h"
+#include "timeline.h"
+#include "weights.h"
+#include "wsp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRAILER_DOUBLES 2 /* gradient messages: loss sum, correct count */
+
+struct worker {
+    /* what the rank runs */
+    const struct hp_plan *plan;
+    const struct hp_cluster *cl;
+    const struct hp_gpudb *db;
+    const struct hp_model *model;
+    const struct hp_options *o;
+    struct hp_comm *comm;
+    int rank, v, s, k, nvws, batch, nm, dp, reporter;
+    int inflight; /* minibatches kept between forward and backward (the plan's) */
+    const struct hp_stage_plan *st;
+    int timeout_ms, wait_ms; /* a peer's silence; waits for other VWs and job points */
+    /* the stage */
+    struct hp_backend *be;
+    size_t mem_base; /* memory in use before the net (be->ops->memory_used) */
+    struct hp_net *net;
+    struct hp_weights wt;
+    size_t in_floats, out_floats; /* per minibatch */
+    int32_t *labels;              /* [inflight][batch] */
+    uint64_t *fwd_hash;           /* [inflight]: --weight-log */
+    /* the modules it calls */
+    struct hp_feed_counts n;
+    struct hp_feed *feed; /* stage 0 */
+    struct hp_link_state *link;
+    const struct hp_link *peers;
+    struct hp_stash *stash;
+    struct hp_wsp *wsp;
+    struct hp_dp *dp_sync;
+    struct hp_emu emu;
+    struct hp_timeline *tl;
+    struct hp_report *rep;
+    struct hp_jobpoint jp;
+    struct hp_ckpt_cadence cadence;
+    struct hp_ckpt_job ck;
+    struct hp_ckpt_resume from; /* where this run starts */
+    /* the run */
+    long ek;          /* VW 0 evaluates every ek of its minibatches (0: at epochs' ends) */
+    long total_steps; /* of the learning-rate schedule */
+    long q_base;      /* WSP's q of the epoch's first minibatch */
+    long npoints, eval_tag, seq;
+    int stop, stopped;
+    double compute_s, comm_s, eval_s, last_ckpt_t, job_s;
+    struct hp_job_clock clock;
+    struct hp_worker_result *res;
+};
+
+/* ---- the stage's tensors ---- */
+
+/* After compute started at t0: wait for the device, count the time. */
+static int compute_done(struct worker *w, double t0)
+{
+    int rc = w->be->ops->sync(w->be);
+
+    w->compute_s += hp_now_s() - t0;
+    return rc;
+}
+
+/* FNV-1a of a device vector of the stage's parameters (--weight-log). */
+static uint64_t weights_hash(struct worker *w, const float *dev)
+{
+    if (!w->wt.n)
+        return HP_FNV_OFFSET;
+    if (w->be->ops->download(w->be, w->wt.host, dev, w->wt.n * sizeof(float)))
+        return 0;
+    return hp_fnv1a(HP_FNV_OFFSET, w->wt.host, w->wt.n * sizeof(float));
+}
+
+/* Learning rate of global step `step` of `total`, as hetpipe train. With V > 1 virtual
+ * workers each applies lr / V: the PS adds up every VW's updates, so V minibatches (one per
+ * VW) move the global weights as one step of hetpipe train at minibatch V x B would, as dp's
+ * averaged gradient does. (Summing V full-lr updates is V times the step size; measured on
+ * local4 under ed, 4 epochs: 88.1% at 0.025 per VW, 90.0% at 0.0125.) */
+static float lr_at(const struct worker *w, long step)
+{
+    const struct hp_options *o = w->o;
+    const float lr0 = (float)o->lr;
+    const double lr = !w->dp && w->nvws > 1 ? lr0 / w->nvws : lr0;
+
+    return o->schedule == HP_SCHEDULE_COSINE
+               ? (float)(0.5 * lr * (1.0 + cos(M_PI * (double)step / (double)w->total_steps)))
+               : (float)lr;
+}
+
+/* Minibatch p->j's input into its slot: stage 0 takes the job's minibatch m of the epoch's
+ * order from the feed; a later stage receives the previous stage's activation. The labels
+ * travel with it. */
+static int take_input(struct worker *w, const struct hp_pass *p, long q, long m)
+{
+    int32_t *lab = w->labels + (size_t)p->slot * w->batch;
+    const size_t in_bytes = w->in_floats * sizeof(float), lab_bytes = w->batch * sizeof(int32_t);
+    const void *x;
+
+    if (w->s == 0) {
+        x = hp_feed_train(w->feed, m, lab);
+    } else {
+        const double t0 = hp_now_s();
+        int rc = hp_link_recv(w->link, w->peers->prev, HP_MSG_ACTIVATION, p->j,
+                              in_bytes + lab_bytes, "activation", &x);
+        if (rc)
+            return rc;
+        hp_tl_add(w->tl, HP_TL_RECV_ACT, t0, hp_now_s(), q, w->peers->prev,
+                  (int64_t)(in_bytes + lab_bytes), -1);
+        memcpy(lab, (const char *)x + in_bytes, lab_bytes);
+    }
+    return w->be->ops->upload(w->be, hp_net_input(w->net, p->slot), x, in_bytes);
+}
+
+/* The forward pass of p->j on the current weights, padded to the emulated GPU's time. */
+static int forward(struct worker *w, const struct hp_pass *p, long q, long step)
+{
+    const double t0 = hp_now_s();
+    int rc;
+
+    hp_stash_forward(w->stash, p->slot);
+    if (hp_report_weights_on(w->rep))
+        w->fwd_hash[p->slot] = weights_hash(w, w->wt.dev);
+    rc = hp_net_forward(w->net, p->slot, 1,
+                        hp_rng_derive((uint64_t)w->plan->opts.seed, 0x2000000 + (uint64_t)step));
+    if (!rc)
+        rc = compute_done(w, t0);
+    if (rc)
+        return rc;
+    hp_emu_pad(&w->emu, t0, w->emu.fwd);
+    hp_tl_add(w->tl, HP_TL_FWD, t0, hp_now_s(), q, -1, 0, q / w->nm);
+    return 0;
+}
+
+/* The stage's output of p->j and its labels to the next stage. */
+static int send_activation(struct worker *w, const struct hp_pass *p, long q)
+{
+    const size_t out_bytes = w->out_floats * sizeof(float), lab_bytes = w->batch * sizeof(int32_t);
+    void *b;
+    int rc;
+
+    if (w->peers->next < 0)
+        return 0;
+    rc = hp_link_take(w->link, HP_LINK_DOWN, &b);
+    if (!rc)
+        rc = w->be->ops->download(w->be, b, hp_net_output(w->net, p->slot), out_bytes);
+    if (rc)
+        return rc;
+    memcpy((char *)b + out_bytes, w->labels + (size_t)p->slot * w->batch, lab_bytes);
+    const double t0 = hp_now_s();
+    rc = hp_link_send(w->link, w->peers->next, HP_MSG_ACTIVATION, p->j, out_bytes + lab_bytes);
+    if (rc)
+        return rc;
+    hp_emu_pad(&w->emu, t0, w->emu.send_next);
+    hp_tl_add(w->tl, HP_TL_SEND_ACT, t0, hp_now_s(), q, w->peers->next,
+              (int64_t)(out_bytes + lab_bytes), -1);
+    return 0;
+}
+
+/* The gradient of p->j's output: the loss on the last stage, else the next stage's message
+ * (with the minibatch's loss and correct answers for stage 0's progress line). */
+static int take_gradient(struct worker *w, const struct hp_pass *p, long q, double *loss,
+                         int *correct)
+{
+    const size_t out_bytes = w->out_floats * sizeof(float);
+    const size_t bytes = out_bytes + TRAILER_DOUBLES * sizeof(double);
+    double tr[TRAILER_DOUBLES];
+    const void *g;
+    int rc;
+
+    if (w->peers->next < 0) {
+        const double t0 = hp_now_s();
+        rc = hp_net_loss(w->net, p->slot, w->labels + (size_t)p->slot * w->batch, w->batch, 1, loss,
+                         correct);
+        return rc ? rc : compute_done(w, t0);
+    }
+    const double t0 = hp_now_s();
+    rc = hp_link_recv(w->link, w->peers->next, HP_MSG_GRADIENT, p->j, bytes, "gradient", &g);
+    if (rc)
+        return rc;
+    hp_tl_add(w->tl, HP_TL_RECV_GRAD, t0, hp_now_s(), q, w->peers->next, (int64_t)bytes, -1);
+    memcpy(tr, (const char *)g + out_bytes, sizeof(tr));
+    *loss = tr[0];
+    *correct = (int)tr[1];
+    return w->be->ops->upload(w->be, hp_net_output_grad(w->net), g, out_bytes);
+}
+
+/* The backward pass of p->j on the weights its forward pass used (stash.h). */
+static int backward(struct worker *w, const struct hp_pass *p, long q)
+{
+    long version;
+    const float *weights = hp_stash_weights(w->stash, p->slot, &version);
+    int rc;
+
+    if (hp_report_weights_on(w->rep))
+        hp_report_weights(w->rep, p->j, hp_stash_forward_version(w->stash, p->slot), version,
+                          hp_stash_version(w->stash), w->fwd_hash[p->slot],
+                          weights_hash(w, weights ? weights : w->wt.dev));
+    const double t0 = hp_now_s();
+    rc = hp_net_backward_weights(w->net, p->slot, weights);
+    if (!rc)
+        rc = compute_done(w, t0);
+    if (rc)
+        return rc;
+    hp_emu_pad(&w->emu, t0, w->emu.bwd);
+    hp_tl_add(w->tl, HP_TL_BWD, t0, hp_now_s(), q, -1, 0, q / w->nm);
+    return 0;
+}
+
+/* The gradient of p->j's input, with the loss trailer, to the previous stage. */
+static int send_gradient(struct worker *w, const struct hp_pass *p, long q, double loss,
+                         int correct)
+{
+    const size_t in_bytes = w->in_floats * sizeof(float);
+    const size_t bytes = in_bytes + TRAILER_DOUBLES * sizeof(double);
+    const double tr[TRAILER_DOUBLES] = {loss, (double)correct};
+    void *b;
+    int rc;
+
+    if (w->peers->prev < 0)
+        return 0;
+    rc = hp_link_take(w->link, HP_LINK_UP, &b);
+    if (!rc)
+        rc = w->be->ops->download(w->be, b, hp_net_input_grad(w->net), in_bytes);
+    if (rc)
+        return rc;
+    memcpy((char *)b + in_bytes, tr, sizeof(tr));
+    const double t0 = hp_now_s();
+    rc = hp_link_send(w->link, w->peers->prev, HP_MSG_GRADIENT, p->j, bytes);
+    if (rc)
+        return rc;
+    hp_emu_pad(&w->emu, t0, w->emu.send_prev);
+    hp_tl_add(w->tl, HP_TL_SEND_GRAD, t0, hp_now_s(), q, w->peers->prev, (int64_t)bytes, -1);
+    return 0;
+}
+
+/* After p->j's backward pass: the minibatches still in flight keep the weights they ran on
+ * (stash.h); dp averages the gradients over the replicas; the SGD step of global step
+ * `step`. */
+static int update(struct worker *w, const struct hp_pass *p, long q, long step)
+{
+    int rc = hp_stash_change(w->stash, w->wt.dev, p->out0, p->out1);
+
+    if (!rc && w->dp_sync) {
+        const double t0 = hp_now_s();
+        rc = hp_dp_average(w->dp_sync, w->be, hp_net_grads(w->net), step, w->timeout_ms);
+        if (rc)
+            return rc;
+        w->comm_s += hp_now_s() - t0;
+        hp_emu_pad(&w->emu, t0, w->emu.allreduce);
+        hp_tl_add(w->tl, HP_TL_ALLREDUCE, t0, hp_now_s(), step, -1,
+                  (int64_t)hp_dp_bytes(w->dp_sync), -1);
+    }
+    if (rc)
+        return rc;
+    const double t0 = hp_now_s();
+    rc = hp_net_sgd(w->net, lr_at(w, step), (float)w->o->momentum, (float)w->o->weight_decay);
+    if (!rc)
+        rc = compute_done(w, t0);
+    hp_tl_add(w->tl, HP_TL_UPDATE, t0, hp_now_s(), q, -1, 0, -1);
+    return rc;
+}
+
+/* ---- the loop ---- */
+
+/* The VW's minibatches [from, to) of `epoch` through this stage in the one-forward-one-
+ * backward order (schedule.h), with Wave Synchronous Parallel at the edges of its waves
+ * (wsp.h): before the first minibatch of a wave the gate (wait for the VWs behind, pull,
+ * rebase), after the last the push. Ends drained. */
+static int train_span(struct worker *w, int epoch, long from, long to)
+{
+    const long epoch_base = (long)epoch * w->n.my_mb, step_base = (long)epoch * w->n.total_mb;
+    struct hp_sched sched;
+    struct hp_pass p;
+    int rc = 0;
+
+    hp_sched_init(&sched, from, to, w->inflight);
+    while (!rc && hp_sched_next(&sched, &p)) {
+        const long q = w->q_base + p.j;      /* the VW's minibatch, as WSP counts them */
+        const long m = p.j * w->nvws + w->v; /* the job's minibatch of the epoch's order */
+        const long step = w->dp ? epoch_base + p.j : step_base + m; /* dp: train's at R x B */
+        if (p.kind == HP_PASS_FORWARD) {
+            if (hp_wsp_gate_due(w->wsp, q)) /* the rebase changes the weights: stash first */
+                rc = hp_stash_change(w->stash, w->wt.dev, p.out0, p.out1);
+            if (!rc)
+                rc = hp_wsp_gate(w->wsp, q, &w->wt);
+            if (!rc)
+                hp_wsp_trace_minibatch(w->wsp, q);
+            if (!rc)
+                rc = take_input(w, &p, q, m);
+            if (!rc)
+                rc = forward(w, &p, q, step);
+            if (!rc)
+                rc = send_activation(w, &p, q);
+        } else {
+            double loss = 0.0;
+            int correct = 0;
+            rc = take_gradient(w, &p, q, &loss, &correct);
+            if (!rc)
+                rc = backward(w, &p, q);
+            if (!rc)
+                rc = send_gradient(w, &p, q, loss, correct);
+            if (!rc)
+                rc = update(w, &p, q, step);
+            if (!rc)
+                rc = hp_wsp_updated(w->wsp, q, &w->wt);
+            w->res->minibatches++;
+            if (!rc && w->s == 0)
+                rc = hp_report_minibatch(w->rep, epoch, p.j + 1, step, step_base, loss, correct);
+        }
+    }
+    return rc;
+}
+
+/* Evaluate (VW 0: every stage runs the test set through the pipeline, on the global weights)
+ * and report on stage 0: within an epoch after nb minibatches, or at its end (nb < 0). Not
+ * training time: the stage's accounting is left as it was. */
+static int evaluate(struct worker *w, int epoch, long nb, long step, double train_s, int final,
+                    double *loss, double *acc)
+{
+    const double c0 = w->compute_s, m0 = w->comm_s, p0 = w->emu.pad_s;
+    const struct hp_eval_parts parts = {.net = w->net,
+                                        .be = w->be,
+                                        .link = w->link,
+                                        .feed = w->feed,
+                                        .s = w->s,
+                                        .k = w->k,
+                                        .batch = w->batch,
+                                        .test_batches = w->n.test_batches,
+                                        .in_floats = w->in_floats,
+                                        .out_floats = w->out_floats,
+                                        .lab = w->labels};
+    int rc = hp_wsp_eval_begin(w->wsp, final, &w->wt);
+
+    if (!rc) {
+        rc = hp_eval_test_set(&parts, (int)w->eval_tag++, loss, acc);
+        const int rc2 = hp_wsp_eval_end(w->wsp, &w->wt);
+        rc = rc ? rc : rc2;
+    }
+    w->compute_s = c0;
+    w->comm_s = m0;
+    w->emu.pad_s = p0;
+    if (rc || w->s != 0)
+        return rc;
+    hp_report_test(w->rep, epoch, nb, step, train_s, *loss, *acc);
+    w->res->test_loss = *loss;
+    w->res->test_acc = *acc;
+    return 0;
+}
+
+/* The stage's units for a checkpoint, in host buffers: the parameters in wt.host, momentum
+ * and statistics in buffers allocated here (free them, also after a failure). */
+static int units_alloc(struct worker *w, struct hp_ckpt_units *u)
+{
+    const size_t ns = hp_net_nstate(w->net);
+
+    *u = (struct hp_ckpt_units){.model = w->model,
+                                .u0 = w->st->u0,
+                                .u1 = w->st->u1,
+                                .vw = w->v,
+                                .params = w->wt.host,
+                                .momentum = malloc((w->wt.n ? w->wt.n : 1) * sizeof(float)),
+                                .state = malloc((ns ? ns : 1) * sizeof(float))};
+    return u->momentum && u->state ? 0 : -HP_ENOMEM;
+}
+
+/* units_alloc, and the stage's parameters, momentum and statistics copied in. */
+static int units_download(struct worker *w, struct hp_ckpt_units *u)
+{
+    const size_t ns = hp_net_nstate(w->net);
+    int rc = units_alloc(w, u);
+
+    if (!rc)
+        rc = hp_weights_download(&w->wt);
+    if (!rc && w->wt.n)
+        rc = w->be->ops->download(w->be, u->momentum, hp_net_momentum(w->net),
+                                  w->wt.n * sizeof(float));
+    if (!rc && ns)
+        rc = w->be->ops->download(w->be, u->state, hp_net_state(w->net), ns * sizeof(float));
+    return rc;
+}
+
+/* The units' host buffers into the stage (a resume). */
+static int units_upload(struct worker *w, const struct hp_ckpt_units *u)
+{
+    const size_t ns = hp_net_nstate(w->net);
+    int rc = hp_weights_upload(&w->wt);
+
+    if (!rc && w->wt.n)
+        rc = w->be->ops->upload(w->be, hp_net_momentum(w->net), u->momentum,
+                                w->wt.n * sizeof(float));
+    if (!rc && ns)
+        rc = w->be->ops->upload(w->be, hp_net_state(w->net), u->state, ns * sizeof(float));
+    return rc;
+}
+
+/* Checkpoint `seq` at the job point after nb of epoch's minibatches (nb < 0: its end): every
+ * rank its part, the reporter the manifest (ckpt.h). A requested one that fails stops the job
+ * with an error; another failing leaves training going. */
+static int checkpoint(struct worker *w, long seq, unsigned flags, int epoch, long nb)
+{
+    const long ep = nb < 0 ? epoch + 1 : epoch, mb = nb < 0 ? 0 : nb;
+    struct hp_ckpt_info where = {.nunits = w->model->nunits,
+                                 .model_sig = hp_ckpt_model_sig(w->model),
+                                 .seed = (uint64_t)w->plan->opts.seed,
+                                 .batch = w->batch,
+                                 .ntrain = w->n.ntrain,
+                                 .epochs = w->o->epochs,
+                                 .epoch = ep,
+                                 .minibatch = mb,
+                                 .nvws = w->nvws,
+                                 .nranks = w->plan->nranks,
+                                 .samples = (ep * w->n.my_mb + mb) * w->nvws * w->batch,
+                                 .lr = w->o->lr,
+                                 .momentum = w->o->momentum,
+                                 .weight_decay = w->o->weight_decay};
+    struct hp_ckpt_written out = {0};
+    struct hp_ckpt_units u;
+    const double t0 = hp_now_s();
+    int ok = 0, rc;
+
+    hp_ckpt_dir(w->o->checkpoint_dir, seq, where.dir, sizeof(where.dir));
+    snprintf(where.model, sizeof(where.model), "%s", w->model->name);
+    snprintf(where.reason, sizeof(where.reason), "%s", hp_ckpt_requested ? "request" : "interval");
+    snprintf(where.schedule, sizeof(where.schedule), "%s",
+             hp_opt_word(HP_OPT_SCHEDULE, w->o->schedule));
+    rc = units_download(w, &u);
+    if (!rc)
+        rc = hp_ckpt_take(&w->ck, seq, &u, w->wsp, &where, &ok, &out);
+    free(u.momentum);
+    free(u.state);
+    hp_tl_add(w->tl, HP_TL_CKPT, t0, hp_now_s(), -1, -1, 0, seq);
+    if (!rc)
+        w->seq = seq;
+    if (w->reporter)
+        w->last_ckpt_t = hp_now_s();
+    if (ok)
+        hp_report_checkpoint(w->rep, seq, where.dir, ep, mb, where.samples, out.nfiles,
+                             out.bytes / 1e6, out.seconds);
+    w->stopped = ok && (flags & HP_VERDICT_REQUEST);
+    if (!rc && !ok && (flags & HP_VERDICT_REQUEST)) {
+        hp_error("stopping on request, but checkpoint %ld could not be written", seq);
+        rc = -HP_EIO;
+    }
+    return rc;
+}
+
+/* The reporter's verdict at a job point after nb of the epoch's minibatches: stop
+ * (--stop-at, or a request after its checkpoint), checkpoint (due or requested) into a new
+ * directory (*seq). */
+static unsigned decide(struct worker *w, long nb, int req, int last, long *seq)
+{
+    const int due = hp_ckpt_due(&w->cadence, nb, w->n.my_mb, hp_now_s() - w->last_ckpt_t);
+    unsigned flags = hp_jp_decide(w->stop, last, w->cadence.on, req, due);
+    char dir[4200];
+
+    if ((flags & HP_VERDICT_CKPT) && hp_ckpt_begin(&w->ck, w->seq, seq, dir, sizeof(dir)))
+        flags &= ~HP_VERDICT_CKPT;
+    return flags;
+}
+
+/* A job point (jobpoint.h) after nb of the epoch's minibatches (nb < 0: the epoch's end;
+ * last: the job's end; evaluate: VW 0 runs the test set): every worker arrives, VW 0
+ * evaluates, every worker learns the verdict (not at the end): go on, checkpoint, stop. Every
+ * worker is paused from the last arrival to the verdict and the checkpoint: not the job's
+ * training time. A stage's own time here, drained and waiting, is not its training time
+ * either. */
+static int job_point(struct worker *w, int epoch, long nb, int last, int evaluate_here)
+{
+    const double te = hp_now_s();
+    const long step =
+        nb < 0 ? (long)(epoch + 1) * w->n.total_mb : (long)epoch * w->n.total_mb + nb * w->nvws;
+    double t_all = te, loss = 0.0, acc = 0.0;
+    int req = hp_ckpt_requested != 0;
+    unsigned flags = 0;
+    long seq = 0;
+    int rc = hp_jp_arrive(&w->jp, w->npoints, &t_all, &req);
+    const double job_s = t_all - w->clock.t_start - w->clock.paused_s;
+
+    if (!rc && w->v == 0 && evaluate_here)
+        rc = evaluate(w, epoch, nb, step, job_s, last && nb < 0, &loss, &acc);
+    if (evaluate_here) {
+        hp_tl_add(w->tl, HP_TL_EVAL, te, hp_now_s(), -1, -1, 0, epoch);
+        w->stop = w->reporter && w->o->stop_at > 0.0 && 100.0 * acc >= w->o->stop_at;
+    }
+    if (!rc && w->reporter)
+        flags = decide(w, nb < 0 ? w->n.my_mb : nb, req, last, &seq);
+    if (!rc && !last)
+        rc = hp_jp_verdict(&w->jp, w->npoints, &flags, &seq);
+    w->npoints++;
+    w->stop = (flags & HP_VERDICT_STOP) != 0;
+    if (!rc && (flags & HP_VERDICT_CKPT)) {
+        rc = checkpoint(w, seq, flags, epoch, nb);
+    } else if (!rc && (flags & HP_VERDICT_REQUEST)) {
+        hp_error("stopping on request without a checkpoint (it could not be started)");
+        rc = -HP_EIO;
+    }
+    const double now = hp_now_s();
+    w->eval_s += now - te;
+    if (last || w->stop)
+        w->job_s = job_s;
+    else
+        w->clock.paused_s += now - t_all;
+    return rc;
+}
+
+/* The next job point after nb: a multiple of the evaluation interval or of the checkpoints'
+ * (my_mb: none before the epoch's end). */
+static long next_point(const struct worker *w, long nb)
+{
+    const long every[2] = {w->ek, w->cadence.point_every};
+    long p = w->n.my_mb;
+
+    for (int i = 0; i < 2; i++)
+        if (every[i] && (nb / every[i] + 1) * every[i] < p)
+            p = (nb / every[i] + 1) * every[i];
+    return p;
+}
+
+/* One epoch from the VW's minibatch nb0: spans between job points, drained at each. */
+static int train_epoch(struct worker *w, int epoch, long nb0)
+{
+    const long my_mb = w->n.my_mb;
+    int rc = 0;
+
+    if (w->feed)
+        hp_feed_epoch(w->feed, (uint64_t)w->plan->opts.seed, epoch);
+    w->q_base = (long)epoch * my_mb - w->from.q0;
+    hp_report_interval(w->rep);
+    for (long nb = nb0; nb < my_mb && !rc && !w->stop;) {
+        const long next = next_point(w, nb);
+        rc = train_span(w, epoch, nb, next);
+        nb = next;
+        if (!rc && nb < my_mb) {
+            const double e0 = w->eval_s;
+            rc = job_point(w, epoch, nb, 0, w->ek && nb % w->ek == 0);
+            hp_report_paused(w->rep, w->eval_s - e0);
+        }
+    }
+    if (rc || w->stop)
+        return rc;
+    const int last = epoch + 1 == w->o->epochs;
+    if (last)
+        rc = hp_wsp_push_rest(w->wsp, &w->wt);
+    if (!rc)
+        rc = job_point(w, epoch, -1, last, 1);
+    return rc;
+}
+
+/* ---- set-up and end ---- */
+
+/* The stage's role, backend, net and buffers. */
+static int stage_setup(struct worker *w)
+{
+    const struct hp_plan *p = w->plan;
+    const struct hp_vw_plan *vw;
+    int rc;
+
+    if (hp_plan_rank_stage(p, w->rank, &w->v, &w->s)) {
+        hp_error("rank %d is not a worker of the plan (%d workers)", w->rank,
+                 hp_plan_first_shard(p));
+        w->v = -1;
+        return -HP_EINVAL;
+    }
+    vw = &p->vws[w->v];
+    w->k = vw->nstages;
+    w->st = &vw->stages[w->s];
+    w->nvws = p->nvws;
+    w->dp = p->grouping == HP_POLICY_DP;
+    w->nm = vw->nm > 0 ? vw->nm : 1;
+    w->inflight = w->st->in_flight;
+    w->batch = (int)p->opts.batch;
+    w->reporter = w->v == 0 && w->s == 0;
+    if (w->inflight < 1 || (w->s + 1 < w->k && vw->stages[w->s + 1].in_flight > w->inflight)) {
+        hp_error("plan: vw %d stage %d keeps %d minibatches but the next stage %d; in-flight "
+                 "counts must not grow along the pipeline",
+                 w->v, w->s, w->inflight, vw->stages[w->s + 1].in_flight);
+        return -HP_ECONFIG;
+    }
+    rc = hp_backend_create(hp_opt_word(HP_OPT_DEVICE, w->o->device), &w->be);
+    if (!rc)
+        rc = hp_backend_track_memory(w->be);
+    if (!rc) /* the baseline of the stage's real memory: before its net and stashes */
+        rc = w->be->ops->memory_used(w->be, &w->mem_base, &(size_t){0});
+    if (rc)
+        return rc;
+    const struct hp_net_config cfg = {.batch = w->batch,
+                                      .nslots = w->inflight,
+                                      .need_input_grad = w->s > 0,
+                                      .recompute = w->st->recompute};
+    rc = hp_net_create(w->be, w->model, w->st->u0, w->st->u1, &cfg, &w->net);
+    if (!rc)
+        rc = hp_net_init_params(w->net, (uint64_t)p->opts.seed);
+    if (rc)
+        return rc;
+    w->wt =
+        (struct hp_weights){.be = w->be, .dev = hp_net_params(w->net), .n = hp_net_nparams(w->net)};
+    w->in_floats = (size_t)w->batch * hp_shape_size(w->model->units[w->st->u0].in);
+    w->out_floats = (size_t)w->batch * hp_shape_size(w->model->units[w->st->u1 - 1].out);
+    w->wt.host = malloc((w->wt.n ? w->wt.n : 1) * sizeof(float));
+    w->labels = calloc((size_t)w->inflight * w->batch, sizeof(int32_t));
+    w->fwd_hash = calloc((size_t)w->inflight, sizeof(uint64_t));
+    if (!w->wt.host || !w->labels || !w->fwd_hash)
+        return -HP_ENOMEM;
+    return hp_stash_create(w->be, w->wt.n, w->inflight, (int)w->o->no_stash, &w->stash);
+}
+
+/* Stage 0's feed (VW 0's with the test set); the counts every stage knows; the messages. */
+static int data_setup(struct worker *w)
+{
+    const struct hp_options *o = w->o;
+    const size_t lab = (size_t)w->batch * sizeof(int32_t) + sizeof(int32_t);
+    int rc = hp_feed_counts(o->train_limit, o->test_limit, w->batch, w->nvws, &w->n);
+
+    if (!rc && w->s == 0)
+        rc = hp_feed_open(o->data, w->v == 0, &w->n, w->batch, &w->feed);
+    if (!rc && w->feed && hp_feed_sample_floats(w->feed) * w->batch != w->in_floats) {
+        hp_error("model '%s' takes inputs of %zu values, but the data set's samples have %zu: "
+                 "train a model made for the data set (dataset = fashion-mnist)",
+                 w->model->name, w->in_floats / w->batch, hp_feed_sample_floats(w->feed));
+        rc = -HP_EDATA;
+    }
+    /* the largest of training, evaluation and control payloads */
+    if (!rc)
+        rc = hp_link_create(w->comm, w->plan, w->v, w->s, w->out_floats * sizeof(float) + lab + 64,
+                            w->in_floats * sizeof(float) + lab + 64, w->wait_ms, &w->comm_s,
+                            &w->link);
+    if (rc)
+        return rc;
+    w->peers = hp_link_peers(w->link);
+    w->total_steps = w->dp ? w->n.my_mb * o->epochs : w->n.total_mb * o->epochs;
+    /* --eval-every N samples: VW 0 evaluates after every ek of its minibatches */
+    w->ek = o->eval_every > 0
+                ? (o->eval_every + (long)w->nvws * w->batch - 1) / ((long)w->nvws * w->batch)
+                : 0;
+    return 0;
+}
+
+/* --resume: where this run starts, the stage's units and (same plan) its WSP state; then WSP
+ * and dp. Without --resume just the latter. */
+static int sync_setup(struct worker *w)
+{
+    struct hp_ckpt_source src;
+    const double t0 = hp_now_s();
+    const char *dir = w->o->resume;
+    int rc = 0;
+
+    if (dir) {
+        struct hp_ckpt_units u = {0};
+        rc = hp_ckpt_resume_open(dir, w->db, w->model, w->plan, w->n.my_mb, w->o->epochs, &src,
+                                 &w->from);
+        if (!rc)
+            rc = units_alloc(w, &u);
+        if (!rc)
+            rc = hp_ckpt_load_units(&src, &w->from, w->rank, &u);
+        if (!rc)
+            rc = units_upload(w, &u);
+        free(u.momentum);
+        free(u.state);
+        w->seq = w->from.seq;
+    }
+    const struct hp_wsp_config c = {.plan = w->plan,
+                                    .rank = w->rank,
+                                    .v = w->v,
+                                    .s = w->s,
+                                    .nparams = w->wt.n,
+                                    .run_mb = w->o->epochs * w->n.my_mb - w->from.q0,
+                                    .trace = w->o->trace,
+                                    .tl = w->tl,
+                                    .comm_s = &w->comm_s};
+    if (!rc)
+        rc = hp_wsp_create(&c, w->model, w->cl->gpus[w->st->gpu].node, w->comm, &w->wt,
+                           w->timeout_ms, w->wait_ms, &w->wsp);
+    hp_report_clocks(w->rep, w->wsp);
+    if (!rc && dir)
+        rc = hp_ckpt_load_wsp(&src, &w->from, w->rank, w->wsp);
+    if (!rc && dir)
+        hp_report_resumed(w->rep, w->from.seq, src.ci.dir, hp_now_s() - t0, w->from.exact,
+                          w->from.epoch0, w->from.nb0);
+    if (dir)
+        hp_ckpt_source_release(&src);
+    if (rc && dir)
+        hp_error("vw %d stage %d: resuming from %s failed", w->v, w->s, dir);
+    if (!rc)
+        rc = hp_dp_create(w->comm, w->plan, w->rank, w->wt.n, &w->dp_sync);
+    return rc;
+}
+
+/* --timeline: this rank's recorder, sized for the run. */
+static int timeline_open(struct worker *w)
+{
+    const struct hp_gpu *gpu = &w->cl->gpus[w->st->gpu];
+    const long waves = w->n.my_mb / w->nm + 2;
+    struct hp_tl_meta m = {.rank = w->rank,
+                           .vw = w->v,
+                           .stage = w->s,
+                           .stages = w->k,
+                           .nm = w->nm,
+                           .device = gpu->index,
+                           .clock_offset_s = hp_tl_clock_offset_s};
+
+    if (!w->o->timeline)
+        return 0;
+    snprintf(m.role, sizeof(m.role), "%s", w->dp ? "replica" : "worker");
+    snprintf(m.node, sizeof(m.node), "%s", w->cl->nodes[gpu->node].name);
+    snprintf(m.gpu, sizeof(m.gpu), "%s", w->db->types[w->cl->gpus[w->st->gpu].type].name);
+    /* per minibatch: forward, backward, update, a send and a receive each way, an allreduce;
+     * per wave a push and a pull; evaluations and checkpoints */
+    w->tl = hp_tl_create((w->n.my_mb * 8 + waves * 2 + 1024) * w->o->epochs, &m);
+    return w->tl ? 0 : -HP_ENOMEM;
+}
+
+/* The reports, job points and checkpoints of the run. */
+static int run_setup(struct worker *w)
+{
+    const struct hp_options *o = w->o;
+    const struct hp_report_job rj = {
+        .o = o,
+        .plan = w->plan,
+        .model = w->model,
+        .rank = w->rank,
+        .v = w->v,
+        .s = w->s,
+        .k = w->k,
+        .nm = w->nm,
+        .batch = w->batch,
+        .nvws = w->nvws,
+        .dp = w->dp,
+        .in_flight = w->inflight,
+        .my_mb = w->n.my_mb,
+        .type_name = w->db->types[w->cl->gpus[w->st->gpu].type].name,
+        .timeout_ms = w->timeout_ms,
+        .wait_ms = w->wait_ms,
+        .clock = &w->clock,
+    };
+    long every_samples = 0;
+    double every_s = 0.0;
+    int rc = hp_report_open(&rj, &w->rep);
+
+    w->jp = (struct hp_jobpoint){.comm = w->comm,
+                                 .plan = w->plan,
+                                 .rank = w->rank,
+                                 .v = w->v,
+                                 .s = w->s,
+                                 .timeout_ms = w->timeout_ms,
+                                 .wait_ms = w->wait_ms};
+    w->ck = (struct hp_ckpt_job){.comm = w->comm,
+                                 .plan = w->plan,
+                                 .model = w->model,
+                                 .rank = w->rank,
+                                 .v = w->v,
+                                 .s = w->s,
+                                 .timeout_ms = w->timeout_ms,
+                                 .wait_ms = w->wait_ms,
+                                 .parent = o->checkpoint_dir,
+                                 .plan_path = o->plan,
+                                 .keep = (int)o->checkpoint_keep};
+    if (!rc && hp_ckpt_parse_every(o->checkpoint_every, &every_samples, &every_s))
+        rc = -HP_EINVAL;
+    if (!rc)
+        rc = hp_ckpt_cadence_init(&w->cadence, o->checkpoint_dir, every_samples, every_s,
+                                  w->n.my_mb, (long)w->nvws * w->batch);
+    if (!rc)
+        rc = timeline_open(w);
+    return rc;
+}
+
+/* FNV-1a over the VW's parameters in model order, chained stage to stage; the last stage
+ * sends the total to stage 0. */
+static int param_hash(struct worker *w, uint64_t *out)
+{
+    uint64_t h = HP_FNV_OFFSET;
+    const void *in;
+    void *b;
+    int rc = 0;
+
+    if (w->s > 0) {
+        rc = hp_link_recv(w->link, w->peers->prev, HP_MSG_CONTROL, 0, sizeof(h), "parameter hash",
+                          &in);
+        if (rc)
+            return rc;
+        memcpy(&h, in, sizeof(h));
+    }
+    if (w->wt.n) {
+        if ((rc = hp_weights_download(&w->wt)))
+            return rc;
+        h = hp_fnv1a(h, w->wt.host, w->wt.n * sizeof(float));
+    }
+    *out = h;
+    if (w->k > 1) { /* to the next stage, or from the last to the first */
+        const int to = w->peers->next >= 0 ? w->peers->next : w->peers->first;
+        rc = hp_link_take(w->link, HP_LINK_DOWN, &b);
+        if (!rc) {
+            memcpy(b, &h, sizeof(h));
+            rc = hp_link_send(w->link, to, HP_MSG_CONTROL, w->peers->next >= 0 ? 0 : 1, sizeof(h));
+        }
+    }
+    if (!rc && w->s == 0 && w->k > 1) {
+        rc = hp_link_recv(w->link, w->peers->last, HP_MSG_CONTROL, 1, sizeof(h), "parameter hash",
+                          &in);
+        if (!rc)
+            memcpy(out, in, sizeof(h));
+    }
+    return rc;
+}
+
+/* After the last epoch: the shards have every push, the parameter hash, --save-params, and
+ * every send delivered before the endpoints close. */
+static int finish(struct worker *w)
+{
+    int rc = hp_wsp_flush(w->wsp);
+
+    if (!rc)
+        rc = param_hash(w, &w->res->param_hash);
+    if (!rc && w->o->save_params) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s.%d", w->o->save_params, w->rank);
+        rc = hp_weights_download(&w->wt);
+        if (!rc)
+            rc = hp_save_floats(path, w->wt.host, w->wt.n);
+    }
+    if (!rc)
+        rc = hp_link_flush(w->link, w->timeout_ms);
+    return rc;
+}
+
+/* What the stage measured, from the job's start to its end (less its time at job points). */
+static int results(struct worker *w, double t_train)
+{
+    struct hp_worker_result *res = w->res;
+
+    res->train_s = t_train;
+    res->job_s = w->reporter ? w->job_s : 0.0;
+    res->compute_s = w->compute_s;
+    res->pad_s = w->emu.pad_s;
+    res->comm_s = w->comm_s;
+    res->other_s = t_train - res->compute_s - res->pad_s - res->comm_s;
+    res->images_per_s = t_train > 0 ? (double)res->minibatches * w->batch / t_train : 0.0;
+    /* every VW (replica) trains the same minibatches: all of them over the job's time */
+    res->job_images_per_s =
+        res->job_s > 0 ? (double)res->minibatches * w->nvws * w->batch / res->job_s : 0.0;
+    res->mem_peak = w->be->mem_peak;
+    res->mem_predicted = w->st->memory;
+    res->mem_real_base = w->mem_base;
+    return w->be->ops->memory_used(w->be, &(size_t){0}, &res->mem_real_peak);
+}
+
+static void teardown(struct worker *w)
+{
+    hp_tl_destroy(w->tl);
+    hp_wsp_destroy(w->comm, w->wsp);
+    hp_dp_destroy(w->comm, w->dp_sync);
+    hp_link_destroy(w->link);
+    hp_stash_destroy(w->stash);
+    hp_net_destroy(w->net);
+    hp_backend_destroy(w->be);
+    hp_feed_close(w->feed);
+    hp_report_close(w->rep); /* what was logged is kept, a failed run's too */
+    free(w->labels);
+    free(w->fwd_hash);
+    free(w->wt.host);
+}
+
+/* The job's start: every worker ready (data loaded, connected), then all begin together; the
+ * job's clock runs on the reporter from the last arrival. */
+static int start_point(struct worker *w)
+{
+    double t_all = 0.0;
+    unsigned flags = 0;
+    long seq = 0;
+    int req = 0;
+    int rc = hp_jp_arrive(&w->jp, -1, &t_all, &req);
+
+    if (!rc)
+        rc = hp_jp_verdict(&w->jp, -1, &flags, &seq);
+    w->clock.t_start = w->last_ckpt_t = hp_now_s();
+    return rc;
+}
+
+int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
+                  const struct hp_gpudb *db, const struct hp_model *model, int rank,
+                  struct hp_comm *comm, const struct hp_options *o, struct hp_worker_result *res)
+{
+    struct worker w = {.plan = plan,
+                       .cl = cl,
+                       .db = db,
+                       .model = model,
+                       .o = o,
+                       .comm = comm,
+                       .rank = rank,
+                       .res = res,
+                       .timeout_ms = (int)(o->timeout * 1000.0),
+                       .wait_ms = hp_plan_wait_ms(plan, o, model->nparams + model->nstate)};
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    rc = stage_setup(&w);
+    if (w.v < 0)
+        return rc;
+    hp_emu_init(&w.emu, plan, w.st, o->emulate);
+    if (!rc)
+        rc = data_setup(&w);
+    if (!rc)
+        rc = run_setup(&w);
+    if (!rc)
+        rc = sync_setup(&w);
+    if (!rc) {
+        hp_report_start(w.rep);
+        rc = start_point(&w);
+    }
+    for (long epoch = w.from.epoch0; epoch < o->epochs && !rc && !w.stop; epoch++)
+        rc = train_epoch(&w, (int)epoch, epoch == w.from.epoch0 ? w.from.nb0 : 0);
+    /* the last job point's time is in eval_s: this stage's end is where it began */
+    const double t_train = hp_now_s() - w.clock.t_start - w.eval_s;
+    if (!rc)
+        rc = finish(&w);
+    if (!rc)
+        rc = results(&w, t_train);
+    if (!rc) {
+        struct hp_ps_stats ps;
+        hp_wsp_stats(w.wsp, &ps);
+        hp_report_end(w.rep, res, w.stopped, w.seq, w.stop);
+        rc = hp_report_stats(w.rep, res, w.eval_s, w.wsp ? &ps : NULL);
+    }
+    if (!rc)
+        rc = hp_ps_worker_done(plan, comm, rank, w.v, w.s, w.stopped, w.timeout_ms);
+    res->stopped = w.stopped;
+    /* what was recorded, also of a failed run */
+    if (w.tl && o->timeline) {
+        char path[4096];
+        int trc = -HP_EINVAL;
+        if ((size_t)snprintf(path, sizeof(path), "%s.%d", o->timeline, rank) >= sizeof(path))
+            hp_error("--timeline: the path '%s.%d' is too long", o->timeline, rank);
+        else
+            trc = hp_tl_write(w.tl, path);
+        if (w.tl->dropped)
+            hp_warn("timeline: %ld events not recorded (the buffer of %ld was full)", w.tl->dropped,
+                    w.tl->cap);
+        rc = rc ? rc : trc;
+    }
+    teardown(&w);
+    return rc;
+}
