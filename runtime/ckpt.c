@@ -106,9 +106,8 @@ int hp_ckpt_begin(const struct hp_ckpt_job *c, long last, long *seq, char *dir, 
     return hp_ckpt_new_dir(c->parent, last, seq, dir, n);
 }
 
-/* A worker's part: per unit its parameters, momentum and statistics; a WSP client's state. */
-static int write_stage_part(const char *dir, int rank, const struct hp_ckpt_units *u,
-                            const struct hp_wsp *wsp, struct hp_ckpt_note *note)
+int hp_ckpt_write_units(const char *dir, int rank, const struct hp_ckpt_units *u,
+                        const struct hp_wsp *wsp, struct hp_ckpt_note *note)
 {
     struct hp_ckpt_writer *w = NULL;
     size_t po = 0, so = 0;
@@ -227,7 +226,7 @@ int hp_ckpt_take(const struct hp_ckpt_job *c, long seq, const struct hp_ckpt_uni
     if (hp_ckpt_dir(c->parent, seq, dir, sizeof(dir)))
         pn.status = 1;
     else
-        pn.status = write_stage_part(dir, c->rank, u, wsp, &pn) ? 1 : 0;
+        pn.status = hp_ckpt_write_units(dir, c->rank, u, wsp, &pn) ? 1 : 0;
     if (c->rank == rep) {
         rc = collect(c, seq, where, &pn, ok, out);
         h.clock = *ok;
@@ -253,34 +252,40 @@ int hp_ckpt_take(const struct hp_ckpt_job *c, long seq, const struct hp_ckpt_uni
     return rc;
 }
 
-int hp_ckpt_take_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store *st)
+int hp_ckpt_write_shard(const char *dir, int rank, const struct hp_plan *p,
+                        const struct hp_model *model, struct hp_ps_store *st,
+                        struct hp_ckpt_note *note)
 {
-    const struct hp_plan *p = c->plan;
-    struct hp_ckpt_note pn = {0};
     struct hp_ckpt_writer *w = NULL;
     int64_t *clk = malloc((size_t)p->nvws * sizeof(int64_t));
-    char dir[4200];
-    int rc = clk ? 0 : -HP_ENOMEM;
+    int rc = clk ? hp_ckpt_part_create(dir, rank, &w) : -HP_ENOMEM;
 
-    if (!rc && hp_ckpt_dir(c->parent ? c->parent : ".", seq, dir, sizeof(dir)))
-        rc = -HP_EINVAL;
-    if (!rc)
-        rc = hp_ckpt_part_create(dir, c->rank, &w);
     for (int u = 0; u < p->nunits && !rc; u++) {
         if (!hp_ps_store_holds(st, u))
             continue;
         for (int x = 0; x < p->nvws; x++)
             clk[x] = *hp_ps_store_clock(st, x, u);
         rc = hp_ckpt_part_add(w, HP_CK_GLOBAL, u, -1, hp_ps_store_unit(st, u),
-                              c->model->units[u].nparams * sizeof(float));
+                              model->units[u].nparams * sizeof(float));
         if (!rc)
             rc = hp_ckpt_part_add(w, HP_CK_CLOCKS, u, -1, clk, (size_t)p->nvws * sizeof(int64_t));
     }
-    if (rc)
-        hp_ckpt_part_abort(w);
-    else
-        rc = hp_ckpt_part_close(w, &pn.bytes, &pn.crc);
     free(clk);
+    if (rc) {
+        hp_ckpt_part_abort(w);
+        return rc;
+    }
+    return hp_ckpt_part_close(w, &note->bytes, &note->crc);
+}
+
+int hp_ckpt_take_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store *st)
+{
+    struct hp_ckpt_note pn = {0};
+    char dir[4200];
+    int rc = hp_ckpt_dir(c->parent ? c->parent : ".", seq, dir, sizeof(dir));
+
+    if (!rc)
+        rc = hp_ckpt_write_shard(dir, c->rank, c->plan, c->model, st, &pn);
     pn.status = rc != 0;
     const struct hp_msg_header h = {.type = HP_MSG_CHECKPOINT,
                                     .vw = -1,
@@ -288,7 +293,7 @@ int hp_ckpt_take_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store
                                     .minibatch = seq,
                                     .clock = -1,
                                     .payload_bytes = sizeof(pn)};
-    return hp_comm_send(c->comm, hp_plan_stage_rank(p, 0, 0), &h, &pn, c->timeout_ms);
+    return hp_comm_send(c->comm, hp_plan_stage_rank(c->plan, 0, 0), &h, &pn, c->timeout_ms);
 }
 
 /* ---- loading ---- */

@@ -76,6 +76,12 @@ struct hp_ckpt_units {
     float *params, *momentum, *state;
 };
 
+/* A worker's part of checkpoint directory dir (rank-RANK.part): per unit its parameters,
+ * momentum and statistics, and a WSP worker's state (wsp NULL: none); its size and CRC-32 in
+ * *note. 0, or a negative code (logged; the part file is not left behind). */
+int hp_ckpt_write_units(const char *dir, int rank, const struct hp_ckpt_units *u,
+                        const struct hp_wsp *wsp, struct hp_ckpt_note *note);
+
 /* What a job's ranks share to take checkpoints. */
 struct hp_ckpt_job {
     struct hp_comm *comm;
@@ -110,8 +116,14 @@ int hp_ckpt_take(const struct hp_ckpt_job *c, long seq, const struct hp_ckpt_uni
                  const struct hp_wsp *wsp, const struct hp_ckpt_info *where, int *ok,
                  struct hp_ckpt_written *out);
 
-/* A PS shard's part of checkpoint `seq`: the global weights and every VW's clock of the units
- * it holds, and the note to the reporter. 0 or a negative code. */
+/* A PS shard's part of checkpoint directory dir: per unit it holds the global weights and
+ * every VW's clock; its size and CRC-32 in *note. 0 or a negative code (logged). */
+int hp_ckpt_write_shard(const char *dir, int rank, const struct hp_plan *p,
+                        const struct hp_model *model, struct hp_ps_store *st,
+                        struct hp_ckpt_note *note);
+
+/* A PS shard's part of checkpoint `seq` (hp_ckpt_write_shard) and the note to the reporter.
+ * 0 or a negative code. */
 int hp_ckpt_take_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store *st);
 
 /* Where a resumed run starts. */

@@ -25,6 +25,12 @@ struct hp_wsp {
     size_t n;          /* the stage's parameters */
 };
 
+static void add_comm(struct hp_wsp *w, double t0)
+{
+    if (w->c.comm_s)
+        *w->c.comm_s += hp_now_s() - t0;
+}
+
 long hp_wsp_threshold(long C, long D)
 {
     return C - 1 - D > 0 ? C - 1 - D : 0;
@@ -159,7 +165,7 @@ int hp_wsp_gate(struct hp_wsp *w, long q, const struct hp_weights *wt)
     const double t1 = hp_now_s();
     if (!rc)
         rc = w->ops->pull(w->ps, w->thr, C);
-    *w->c.comm_s += hp_now_s() - t0;
+    add_comm(w, t0);
     if (rc)
         return rc;
     /* the pull: until the VWs behind have pushed wave C - 1 - D, and the weights' transfer */
@@ -176,7 +182,7 @@ static int push(struct hp_wsp *w, long wave, const struct hp_weights *wt)
 
     if (!rc)
         rc = w->ops->push(w->ps, wt->host, wave);
-    *w->c.comm_s += hp_now_s() - t0;
+    add_comm(w, t0);
     hp_tl_add(w->c.tl, HP_TL_PUSH, t0, hp_now_s(), -1, -1, (int64_t)(wt->n * sizeof(float)), wave);
     w->unpushed = 0;
     return rc;

@@ -17,5 +17,7 @@ Suite *suite_allreduce(void);
 Suite *suite_bootstrap(void);
 Suite *suite_options(void);
 Suite *suite_ckpt(void);
+Suite *suite_worker(void);
+Suite *suite_ps(void);
 
 #endif

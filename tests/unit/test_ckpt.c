@@ -1,9 +1,16 @@
-/* test_ckpt.c - checkpoint files (runtime/ckpt.h): parts round-trip with their checksums, a
- * changed or cut byte is found, the manifest is checked whole, the newest valid checkpoint is
- * found and old ones pruned, --checkpoint-every is parsed, plans are compared. */
+/* test_ckpt.c - checkpoint files (common/ckptfile.h): parts round-trip with their checksums,
+ * a changed or cut byte is found, the manifest is checked whole, the newest valid checkpoint is
+ * found and old ones pruned, --checkpoint-every is parsed, plans are compared; and taking and
+ * loading them by unit (runtime/ckpt.h): every rank's part written as a job writes it, loaded
+ * back under the same plan exactly and under another plan unit by unit, where a run starts. */
 #include "ckpt.h"
 #include "ckptfile.h"
+#include "cost.h"
 #include "error.h"
+#include "gpudb.h"
+#include "planfile.h"
+#include "planner.h"
+#include "ps_store.h"
 #include "suites.h"
 #include "util.h"
 
@@ -293,6 +300,249 @@ START_TEST(every_parsed)
 }
 END_TEST
 
+/* ---- taking and loading checkpoints by unit ---- */
+
+/* The floats a test writes: which (1 parameters, 2 momentum, 3 statistics, 4 a shard's
+ * global weights) of unit u, element i. */
+static float val(int which, int u, size_t i)
+{
+    return (float)which * 1000.0f + (float)u * 10.0f + (float)(i % 7) * 0.25f;
+}
+
+struct job {
+    struct hp_gpudb db;
+    struct hp_cluster cl;
+    struct hp_model *m;
+    struct hp_cost cost;
+    struct hp_plan p;
+};
+
+static void job_plan(struct job *j, const char *cluster)
+{
+    struct hp_plan_opts o = {
+        .policy = HP_POLICY_ED, .placement = HP_PLACEMENT_DEFAULT, .batch = 64, .seed = 1};
+    char path[256];
+
+    memset(j, 0, sizeof(*j));
+    ck_assert_int_eq(hp_gpudb_load("etc/hetpipe.conf", &j->db), 0);
+    snprintf(path, sizeof(path), "etc/clusters/%s.ini", cluster);
+    ck_assert_int_eq(hp_cluster_load(path, &j->db, &j->cl), 0);
+    ck_assert_int_eq(hp_model_load("cnn", &j->m), 0);
+    ck_assert_int_eq(hp_cost_init(&j->cost, j->m, &j->db, 64), 0);
+    test_capture_begin();
+    ck_assert_int_eq(hp_plan_compute(&j->cost, &j->cl, &o, &j->p), 0);
+    test_capture_end();
+    snprintf(j->p.model, sizeof(j->p.model), "cnn");
+}
+
+static void job_release(struct job *j)
+{
+    hp_plan_release(&j->p);
+    hp_cost_release(&j->cost);
+    hp_model_destroy(j->m);
+    hp_cluster_release(&j->cl);
+    hp_gpudb_release(&j->db);
+}
+
+/* Host buffers for units [u0, u1) of m, filled with val() (or zeros). */
+static struct hp_ckpt_units units_of(const struct hp_model *m, int u0, int u1, int vw, int fill)
+{
+    size_t np = 0, ns = 0;
+    struct hp_ckpt_units u = {.model = m, .u0 = u0, .u1 = u1, .vw = vw};
+
+    for (int k = u0; k < u1; k++) {
+        np += m->units[k].nparams;
+        ns += m->units[k].nstate;
+    }
+    u.params = calloc(np + 1, sizeof(float));
+    u.momentum = calloc(np + 1, sizeof(float));
+    u.state = calloc(ns + 1, sizeof(float));
+    for (int k = u0, po = 0, so = 0; k < u1 && fill; k++) {
+        for (size_t i = 0; i < m->units[k].nparams; i++) {
+            u.params[po + i] = val(1, k, i);
+            u.momentum[po + i] = val(2, k, i);
+        }
+        for (size_t i = 0; i < m->units[k].nstate; i++)
+            u.state[so + i] = val(3, k, i);
+        po += (int)m->units[k].nparams;
+        so += (int)m->units[k].nstate;
+    }
+    return u;
+}
+
+static void units_free(struct hp_ckpt_units *u)
+{
+    free(u->params);
+    free(u->momentum);
+    free(u->state);
+}
+
+/* Unit by unit, the loaded floats are val(params_from, ...), val(2), val(3). */
+static void units_check(const struct hp_ckpt_units *u, int params_from)
+{
+    for (int k = u->u0, po = 0, so = 0; k < u->u1; k++) {
+        for (size_t i = 0; i < u->model->units[k].nparams; i++) {
+            ck_assert(u->params[po + i] == val(params_from, k, i));
+            ck_assert(u->momentum[po + i] == val(2, k, i));
+        }
+        for (size_t i = 0; i < u->model->units[k].nstate; i++)
+            ck_assert(u->state[so + i] == val(3, k, i));
+        po += (int)u->model->units[k].nparams;
+        so += (int)u->model->units[k].nstate;
+    }
+}
+
+/* Checkpoint 1 of a job under a's plan, every part written as its rank writes it, at epoch 1,
+ * minibatch 5; shards with every unit's clock at 5. Its directory in dir. */
+static void write_job_ckpt(struct job *a, const char *parent, char *dir, size_t n)
+{
+    struct hp_ckpt_info ci = {.seq = 1,
+                              .nunits = a->m->nunits,
+                              .model_sig = hp_ckpt_model_sig(a->m),
+                              .seed = 1,
+                              .batch = 64,
+                              .ntrain = 6400,
+                              .epochs = 3,
+                              .epoch = 1,
+                              .minibatch = 5,
+                              .nvws = a->p.nvws,
+                              .nranks = a->p.nranks};
+    struct hp_ckpt_info chk;
+    char plan[4300], why[512];
+    long seq;
+
+    ck_assert_int_eq(hp_ckpt_new_dir(parent, 0, &seq, dir, n), 0);
+    ci.names = calloc((size_t)a->p.nranks + 1, sizeof(*ci.names));
+    ci.bytes = calloc((size_t)a->p.nranks + 1, sizeof(*ci.bytes));
+    ci.crc = calloc((size_t)a->p.nranks + 1, sizeof(*ci.crc));
+    for (int r = 0; r < a->p.nranks; r++) {
+        struct hp_ckpt_note note = {0};
+        int v, s;
+        if (hp_plan_rank_stage(&a->p, r, &v, &s) == 0) {
+            const struct hp_stage_plan *st = &a->p.vws[v].stages[s];
+            struct hp_ckpt_units u = units_of(a->m, st->u0, st->u1, v, 1);
+            ck_assert_int_eq(hp_ckpt_write_units(dir, r, &u, NULL, &note), 0);
+            units_free(&u);
+        } else {
+            struct hp_ps_store *store;
+            ck_assert_int_eq(
+                hp_ps_store_create(&a->p, a->m, r - hp_plan_first_shard(&a->p), &store), 0);
+            for (int k = 0; k < a->m->nunits; k++) {
+                float *g = hp_ps_store_unit(store, k);
+                for (size_t i = 0; g && i < a->m->units[k].nparams; i++)
+                    g[i] = val(4, k, i);
+                for (int x = 0; g && x < a->p.nvws; x++)
+                    *hp_ps_store_clock(store, x, k) = 5;
+            }
+            ck_assert_int_eq(hp_ckpt_write_shard(dir, r, &a->p, a->m, store, &note), 0);
+            hp_ps_store_destroy(store);
+        }
+        snprintf(ci.names[r], sizeof(ci.names[r]), "rank-%d.part", r);
+        ci.bytes[r] = note.bytes;
+        ci.crc[r] = note.crc;
+    }
+    /* the plan copied in, as the reporter copies the job's */
+    snprintf(plan, sizeof(plan), "%s/src-plan.ini", parent);
+    ck_assert_int_eq(
+        hp_planfile_save(plan, &a->p, &a->cl, &a->db, "0123456789abcdef0123456789abcdef"), 0);
+    ck_assert_int_eq(
+        hp_ckpt_copy_file(plan, dir, "plan.ini", &ci.bytes[a->p.nranks], &ci.crc[a->p.nranks]), 0);
+    snprintf(ci.names[a->p.nranks], sizeof(ci.names[0]), "plan.ini");
+    ci.nfiles = a->p.nranks + 1;
+    snprintf(ci.dir, sizeof(ci.dir), "%s", dir);
+    snprintf(ci.model, sizeof(ci.model), "cnn");
+    snprintf(ci.reason, sizeof(ci.reason), "interval");
+    ck_assert_int_eq(hp_ckpt_manifest_write(&ci), 0);
+    hp_ckpt_info_release(&ci);
+    ck_assert_int_eq(hp_ckpt_check(dir, 1, &chk, why, sizeof(why)), 0);
+    hp_ckpt_info_release(&chk);
+}
+
+START_TEST(units_round_trip_and_replan)
+{
+    struct job a, b;
+    struct hp_ckpt_source src;
+    struct hp_ckpt_resume where;
+    char parent[3000], dir[4096], path[4300];
+
+    snprintf(parent, sizeof(parent), "%s", test_fresh_dir());
+    job_plan(&a, "demo");   /* one VW of 4 stages and 4 shards: 8 ranks */
+    job_plan(&b, "local4"); /* 4 VWs of one stage, 1 shard: 5 ranks */
+    ck_assert_int_eq(a.p.nvws, 1);
+    ck_assert_int_gt(a.p.vws[0].nstages, 1);
+    ck_assert_int_gt(a.p.nshards, 0);
+    ck_assert_int_eq(b.p.nvws, 4);
+    write_job_ckpt(&a, parent, dir, sizeof(dir));
+
+    /* the same plan: every rank its own part, exactly, where it stopped */
+    ck_assert_int_eq(hp_ckpt_resume_open(dir, &a.db, a.m, &a.p, 100, 3, &src, &where), 0);
+    ck_assert(where.exact && where.seq == 1 && where.epoch0 == 1 && where.nb0 == 5);
+    ck_assert_int_eq(where.q0, 0);
+    for (int s = 0; s < a.p.vws[0].nstages; s++) {
+        const struct hp_stage_plan *st = &a.p.vws[0].stages[s];
+        struct hp_ckpt_units u = units_of(a.m, st->u0, st->u1, 0, 0);
+        ck_assert_int_eq(hp_ckpt_load_units(&src, &where, hp_plan_stage_rank(&a.p, 0, s), &u), 0);
+        units_check(&u, 1);
+        units_free(&u);
+    }
+    hp_ckpt_source_release(&src);
+    for (int i = 0; i < a.p.nshards; i++) {
+        struct hp_ps_store *store;
+        ck_assert_int_eq(hp_ps_store_create(&a.p, a.m, i, &store), 0);
+        ck_assert_int_eq(hp_ckpt_load_shard(dir, &a.db, &a.p, hp_plan_first_shard(&a.p) + i, store),
+                         0);
+        for (int k = 0; k < a.m->nunits; k++)
+            if (hp_ps_store_holds(store, k)) {
+                ck_assert(hp_ps_store_unit(store, k)[1] == val(4, k, 1));
+                ck_assert_int_eq(*hp_ps_store_clock(store, 0, k), 5);
+            }
+        hp_ps_store_destroy(store);
+    }
+
+    /* another plan: each unit from the checkpoint's consensus (its shards' global weights),
+     * momentum and statistics from VW v mod 1; the position in the new VWs' minibatches;
+     * the shard's clocks start again */
+    ck_assert_int_eq(hp_ckpt_resume_open(dir, &b.db, b.m, &b.p, 25, 3, &src, &where), 0);
+    ck_assert(!where.exact && where.epoch0 == 1 && where.nb0 == 5 * 1 / 4);
+    ck_assert_int_eq(where.q0, 1 * 25 + 1);
+    for (int v = 0; v < b.p.nvws; v++) {
+        const struct hp_stage_plan *st = &b.p.vws[v].stages[0];
+        struct hp_ckpt_units u = units_of(b.m, st->u0, st->u1, v, 0);
+        ck_assert_int_eq(hp_ckpt_load_units(&src, &where, hp_plan_stage_rank(&b.p, v, 0), &u), 0);
+        units_check(&u, 4);
+        units_free(&u);
+    }
+    hp_ckpt_source_release(&src);
+    struct hp_ps_store *store;
+    ck_assert_int_eq(hp_ps_store_create(&b.p, b.m, 0, &store), 0);
+    ck_assert_int_eq(hp_ckpt_load_shard(dir, &b.db, &b.p, hp_plan_first_shard(&b.p), store), 0);
+    for (int k = 0; k < b.m->nunits; k++)
+        if (hp_ps_store_holds(store, k)) {
+            ck_assert(hp_ps_store_unit(store, k)[2] == val(4, k, 2));
+            ck_assert_int_eq(*hp_ps_store_clock(store, 3, k), 0);
+        }
+    hp_ps_store_destroy(store);
+
+    /* nothing left to train, and another job's checkpoint: refused, naming why */
+    test_capture_begin();
+    ck_assert_int_eq(hp_ckpt_resume_open(dir, &a.db, a.m, &a.p, 100, 1, &src, &where), -HP_EINVAL);
+    hp_ckpt_source_release(&src);
+    a.p.opts.seed = 2;
+    ck_assert_int_eq(hp_ckpt_resume_open(dir, &a.db, a.m, &a.p, 100, 3, &src, &where), -HP_EDATA);
+    hp_ckpt_source_release(&src);
+    const char *err = test_capture_end();
+    ck_assert_ptr_nonnull(strstr(err, "--epochs 1 leaves nothing to train"));
+    ck_assert_ptr_nonnull(strstr(err, "was taken for model 'cnn' with --seed 1"));
+
+    snprintf(path, sizeof(path), "%s/src-plan.ini", parent);
+    unlink(path);
+    hp_ckpt_remove(dir);
+    rmdir(parent);
+    job_release(&a);
+    job_release(&b);
+}
+END_TEST
+
 Suite *suite_ckpt(void)
 {
     Suite *s = suite_create("ckpt");
@@ -302,6 +552,7 @@ Suite *suite_ckpt(void)
     tcase_add_test(tc, manifest_checked_whole);
     tcase_add_test(tc, latest_and_prune);
     tcase_add_test(tc, every_parsed);
+    tcase_add_test(tc, units_round_trip_and_replan);
     suite_add_tcase(s, tc);
     /* 70,000 files made and checked: seconds, more under a sanitizer */
     tc = tcase_create("extremes");
