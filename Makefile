@@ -74,7 +74,7 @@ HP_LDFLAGS := $(SANFLAGS)
 # Three layers that point one way (ARCHITECTURE.md): common/ (libc and iniparser only) below
 # runtime/ (the ranks) and launcher/ (the hetpipe command, which may run runtime code in
 # process). Each layer is compiled with only its own and lower layers' include directories,
-# so an include that points up does not build; tests/layering.sh checks the rest.
+# so an include that points up does not build; tests/layering.py checks the rest.
 COMMON_INC   := -Icommon
 RUNTIME_INC  := -Icommon -Iruntime $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS)
 LAUNCHER_INC := $(RUNTIME_INC) -Ilauncher
@@ -231,7 +231,7 @@ $(BOOT_CHECK): $(BUILD)/tests/boot_check.o $(ALL_ARCHIVES)
 
 # ---- SPANK plugin -------------------------------------------------------------------------
 # spank_hetpipe.so, built where Slurm's spank.h is installed: spank/spank_hetpipe.c and the
-# dependency-free common/jobopts.c only, compiled apart (hidden visibility, no sanitizer: the
+# libc-only modules of common/ (COMMON_LIBC_SRCS) only, compiled apart (hidden visibility, no sanitizer: the
 # plugin is dlopen()ed by sbatch, srun and slurmstepd), exporting only what
 # spank/spank_hetpipe.map names. Not linked with -lslurm: the host process provides spank_*.
 SPANK_HEADER := /usr/include/slurm/spank.h

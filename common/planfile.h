@@ -1,4 +1,5 @@
-/* planfile.h - the plan file: an INI file that launcher, plugin and ranks all read.
+/* planfile.h - the plan file: an INI file that the launcher writes and reads and the ranks
+ * read (the plugin reads the binding file, binding.h, not the plan).
  *
  *   [plan]            version (= HP_PLAN_VERSION; others are refused), model, cluster, batch,
  *                     staleness, policy, grouping, placement, nm_max, nm_fixed, seed, token,

@@ -1,5 +1,5 @@
 /* ps.h - parameter-server shards and the worker's side of Wave Synchronous Parallel
- * (DESIGN.md section 6).
+ * (the rules: wsp.h).
  *
  * The shard is ps_shard.h (ps_shard.c), the worker's side ps_client.h (ps_client.c); this
  * header is what both share: the protocol below and the trace files.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Wave Synchronous Parallel across virtual workers: the traces of real runs checked against
-# the rules of DESIGN.md section 6 (tests/wsp_check.py), one VW against the pipeline alone,
+# the rules of WSP (runtime/wsp.c at hp_wsp_gate; tests/wsp_check.py), one VW against the pipeline alone,
 # and the bytes that cross nodes under each placement against the planner's prediction.
 
 load helpers

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """wsp_check.py - check the WSP traces of one job (hetpipe run --trace PREFIX) against the
-rules of DESIGN.md section 6, the staleness bound written at wave_gate (runtime/sync.c) and
-the PS protocol (runtime/ps.h).
+rules of WSP and the staleness bound written at hp_wsp_gate (runtime/wsp.c), and the PS
+protocol (runtime/ps.h).
 
     wsp_check.py --staleness D --nm NM [--stopped] PREFIX.0 PREFIX.1 ...
 
