@@ -1,6 +1,6 @@
 /* timeline.h - what every rank did, when: recorded into a fixed buffer while the job runs
  * (no allocation or I/O in the step loop), written at the rank's end as a part file, read back
- * by hetpipe run / launch (merged into one Chrome trace-event JSON file, launcher/timeline.h)
+ * by hetpipe run / launch (merged into one Chrome trace-event JSON file, launcher/tlmerge.h)
  * and by hetpipe report (pictures).
  *
  * A part file, RUN_DIR/timeline.R for rank R (text; written with hp_out_open):

@@ -38,10 +38,10 @@ check_src() {
     copy_tree
     check_src
     [ "$status" -eq 0 ]
-    sed -i '0,/#include "stage.h"/s//#include "stage.h"\n#include "planner.h"/' "$TMP/src/runtime/pipeline.c"
+    sed -i '0,/#include "worker.h"/s//#include "worker.h"\n#include "planner.h"/' "$TMP/src/runtime/worker.c"
     check_src
     [ "$status" -eq 1 ]
-    [[ "$output" == *'runtime/pipeline.c: includes the launcher header "planner.h"'* ]]
+    [[ "$output" == *'runtime/worker.c: includes the launcher header "planner.h"'* ]]
 }
 
 @test "the shared layer includes nothing beyond libc and iniparser; the plugin's modules not even that" {
@@ -87,4 +87,24 @@ check_src() {
     [[ "$output" == *"needs libslurm"* ]]
     [[ "$output" == *"holds the launcher's hp_plan_compute"* ]]
     [[ "$output" == *"hetpipe needs libiniparser.so.1 (only the C library may be linked)"* ]]
+}
+
+@test "words kept true: every path a comment, a README or a man page names exists" {
+    run python3 "$ROOT/tests/checks/words.py" --root "$ROOT"
+    echo "$output" | tail -20
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"names of paths in comments, READMEs and man pages exist"* ]]
+    # a stale name is found, in a comment and in a README
+    mkdir -p "$TMP/src"
+    tar -C "$ROOT" --exclude='./build*' --exclude=./.git -cf - . | tar -C "$TMP/src" -xf -
+    run python3 "$TMP/src/tests/checks/words.py" --root "$TMP/src"
+    [ "$status" -eq 0 ]
+    sed -i '1s|$| (see runtime/pipeline.c and stage.h)|' "$TMP/src/runtime/worker.c"
+    printf 'See `launcher/timeline.h` and DESIGN.md.\n' >> "$TMP/src/ARCHITECTURE.md"
+    run python3 "$TMP/src/tests/checks/words.py" --root "$TMP/src"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"runtime/worker.c:1: runtime/pipeline.c: no such file or directory"* ]]
+    [[ "$output" == *"runtime/worker.c:1: stage.h: no such file in the repository"* ]]
+    [[ "$output" == *"launcher/timeline.h: no such file or directory"* ]]
 }
