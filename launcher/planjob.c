@@ -203,11 +203,30 @@ static int absolute(const char *path, char *out, size_t n)
     return snprintf(out, n, "%s/%s", cwd, path) >= (int)n ? -1 : 0;
 }
 
+int hp_job_check_checkpoints(const struct hp_options *o, const char *cmd)
+{
+    if (o->checkpoint_dir)
+        return 0;
+    if (o->checkpoint_every.samples || o->checkpoint_every.seconds > 0.0) {
+        hp_error("%s: option '--checkpoint-every' needs '--checkpoint-dir DIR': where to write "
+                 "the checkpoints",
+                 cmd);
+        return -HP_EINVAL;
+    }
+    if (o->resume.automatic) {
+        hp_error("%s: option '--resume auto' needs '--checkpoint-dir DIR': where to look", cmd);
+        return -HP_EINVAL;
+    }
+    return 0;
+}
+
 int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n)
 {
     struct hp_ckpt_info ci;
     char why[512];
 
+    if (hp_job_check_checkpoints(o, cmd))
+        return -HP_EINVAL;
     if (o->checkpoint_dir) {
         if (absolute(o->checkpoint_dir, job->ckpt_dir, sizeof(job->ckpt_dir))) {
             hp_error("%s: option '--checkpoint-dir': the path is too long", cmd);
@@ -215,24 +234,22 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         }
         o->checkpoint_dir = job->ckpt_dir;
     }
-    if (!o->resume)
-        return 0;
-    if (!strcmp(o->resume, "auto")) {
-        if (!o->checkpoint_dir) {
-            hp_error("%s: option '--resume auto' needs '--checkpoint-dir DIR': where to look", cmd);
-            return -HP_EINVAL;
-        }
+    if (o->resume.automatic) {
         const int rc = hp_ckpt_latest(o->checkpoint_dir, &ci);
         if (rc < 0)
             return rc;
         if (rc > 0) {
             printf("%s: no checkpoint in %s: starting from the beginning\n", cmd,
                    o->checkpoint_dir);
-            o->resume = NULL;
+            o->resume = (struct hp_opt_autopath){.path = NULL, .automatic = 0};
+            o->given[HP_OPT_RESUME] = 0;
             return 0;
         }
-    } else if (hp_ckpt_check(o->resume, 1, &ci, why, sizeof(why))) {
-        hp_error("%s: option '--resume': %s is not a valid checkpoint: %s", cmd, o->resume, why);
+    } else if (!o->resume.path) {
+        return 0;
+    } else if (hp_ckpt_check(o->resume.path, 1, &ci, why, sizeof(why))) {
+        hp_error("%s: option '--resume': %s is not a valid checkpoint: %s", cmd, o->resume.path,
+                 why);
         return -HP_EDATA;
     }
     const struct hp_plan *p = &job->plan;
@@ -258,7 +275,7 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         hp_ckpt_info_release(&ci);
         return -HP_EINVAL;
     }
-    o->resume = buf;
+    o->resume = (struct hp_opt_autopath){.path = buf, .automatic = 0};
     printf("%s: resuming from checkpoint %ld in %s (epoch %ld, %ld samples trained, taken under "
            "%d VWs, %d ranks)\n",
            cmd, ci.seq, ci.dir, ci.epoch + 1, ci.samples, ci.nvws, ci.nranks);

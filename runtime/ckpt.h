@@ -53,10 +53,6 @@ enum hp_ck_kind {
 /* A request to checkpoint and stop (SIGUSR1, SIGTERM), set by the ranks' signal handlers. */
 extern volatile sig_atomic_t hp_ckpt_requested;
 
-/* --checkpoint-every: N samples, or Nmin / Nh of training (s: seconds, for tests). 0 or
- * -HP_EINVAL with an error naming the option and what is allowed. Unset (NULL): both 0. */
-int hp_ckpt_parse_every(const char *value, long *samples, double *seconds);
-
 /* The manifest, in memory. */
 #define HP_CKPT_MAX_FILES (1 << 18) /* a plan's ranks (65,536 GPUs and their shards) and more */
 struct hp_ckpt_info {

@@ -19,8 +19,8 @@ int hp_ckpt_setup(struct stage *g)
     struct stage_ckpt *ck = &g->ck;
     const long per = (long)g->nvws * g->batch, my_mb = g->run.my_mb;
 
-    if (hp_ckpt_parse_every(o->checkpoint_every, &ck->every_samples, &ck->every_s))
-        return -HP_EINVAL;
+    ck->every_samples = o->checkpoint_every.samples;
+    ck->every_s = o->checkpoint_every.seconds;
     if ((ck->every_samples || ck->every_s > 0) && !o->checkpoint_dir) {
         hp_error("option '--checkpoint-every' needs '--checkpoint-dir DIR': where to write them");
         return -HP_EINVAL;
@@ -54,7 +54,7 @@ int hp_ckpt_due(struct stage *g, long nb)
 /* The checkpoint --resume names, checked against this job: model, seed, batch. */
 static int source_open(struct stage *g, struct hp_ckpt_source *src)
 {
-    const char *dir = g->o->resume;
+    const char *dir = g->o->resume.path;
     int rc = hp_ckpt_source_open(dir, g->db, g->model->nunits, src);
 
     if (rc)
@@ -159,7 +159,7 @@ int hp_stage_restore(struct stage *g)
     struct hp_ckpt_source src;
     int rc;
 
-    if (!g->o->resume)
+    if (!g->o->resume.path)
         return 0;
     rc = source_open(g, &src);
     if (!rc) {
@@ -176,7 +176,7 @@ int hp_stage_restore(struct stage *g)
                            : "another plan: each unit loaded where this plan puts it");
     hp_ckpt_source_release(&src);
     if (rc)
-        hp_error("vw %d stage %d: resuming from %s failed", g->v, g->s, g->o->resume);
+        hp_error("vw %d stage %d: resuming from %s failed", g->v, g->s, g->o->resume.path);
     return rc;
 }
 
@@ -188,12 +188,12 @@ int hp_stage_restore_client(struct stage *g)
     void *blob;
     int rc;
 
-    if (!g->o->resume || !g->ck.exact || !g->wsp.ps)
+    if (!g->o->resume.path || !g->ck.exact || !g->wsp.ps)
         return 0;
     const size_t n = hp_ps_client_blob_bytes(g->wsp.ps);
     if (!(blob = malloc(n)))
         return -HP_ENOMEM;
-    rc = hp_ckpt_part_open(g->o->resume, g->rank, &r);
+    rc = hp_ckpt_part_open(g->o->resume.path, g->rank, &r);
     if (!rc)
         rc = hp_ckpt_part_read(r, HP_CK_CLIENT, -1, blob, n);
     if (!rc)
