@@ -99,6 +99,8 @@ struct hp_opt_special {
 /* A job option: also --hetpipe-FLAG on sbatch, salloc and srun, which the plugin checks at
  * submit and exports as the row's variable (it has a flag and a variable). */
 #define HP_OPTF_JOB 2u
+/* Its plan key came later: a plan file without it is read with the row's default. */
+#define HP_OPTF_PLAN_OPTIONAL 4u
 
 struct hp_opt_info {
     const char *flag;     /* "staleness": --staleness on the command line; NULL: a variable only */

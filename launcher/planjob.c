@@ -93,19 +93,17 @@ static int record_model(const char *model, struct hp_plan *plan)
 
 int hp_job_plan(const struct hp_options *o, const struct hp_alloc *alloc, struct hp_job *job)
 {
-    struct hp_plan_opts po;
     int rc;
 
     memset(job, 0, sizeof(*job));
-    hp_plan_opts_from(&po, o);
     if ((rc = load_config(o, job)) || (rc = load_cluster(o, alloc, job)) ||
         (rc = hp_model_load(o->model, &job->model)) ||
-        (rc = hp_cost_init(&job->cost, job->model, &job->db, po.batch)))
+        (rc = hp_cost_init(&job->cost, job->model, &job->db, (int)o->batch)))
         return rc;
-    job->cost.recompute = po.recompute;
+    job->cost.recompute = (enum hp_recompute)o->recompute;
     if (o->profile && (rc = hp_profile_apply(o->profile, &job->cost, &job->profiled)))
         return rc;
-    if ((rc = hp_plan_compute(&job->cost, &job->cl, &po, &job->plan)) ||
+    if ((rc = hp_plan_compute(&job->cost, &job->cl, o, &job->plan)) ||
         (rc = record_model(o->model, &job->plan)))
         return rc;
     return random_token(job->token);
@@ -156,7 +154,7 @@ void hp_job_print(const struct hp_job *job, FILE *f)
         fprintf(f, " (chose %s)",
                 p->grouping == HP_POLICY_AUTO ? "a speed-balanced grouping"
                                               : hp_policy_name(p->grouping));
-    fprintf(f, ", placement %s, staleness %d, minibatch %d, recompute %s\n",
+    fprintf(f, ", placement %s, staleness %ld, minibatch %ld, recompute %s\n",
             hp_placement_name(p->opts.placement), p->opts.staleness, p->opts.batch,
             hp_recompute_name(p->opts.recompute));
     for (int v = 0; v < p->nvws; v++)
@@ -253,10 +251,10 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         return -HP_EDATA;
     }
     const struct hp_plan *p = &job->plan;
-    if (ci.model_sig != hp_ckpt_model_sig(job->model) || ci.seed != p->opts.seed ||
+    if (ci.model_sig != hp_ckpt_model_sig(job->model) || ci.seed != (uint64_t)p->opts.seed ||
         ci.batch != p->opts.batch) {
         hp_error("%s: option '--resume': %s was taken for model '%s' with --seed %" PRIu64
-                 " --batch %ld; this job is model '%s' with --seed %" PRIu64 " --batch %d (the "
+                 " --batch %ld; this job is model '%s' with --seed %" PRIu64 " --batch %ld (the "
                  "same model, seed and batch are needed: they decide the weights and the data "
                  "order)",
                  cmd, ci.dir, ci.model, ci.seed, ci.batch, job->model->name, (uint64_t)p->opts.seed,

@@ -65,7 +65,7 @@ static int source_open(struct stage *g, struct hp_ckpt_source *src)
                  dir, src->ci.model, src->ci.nunits, g->model->name, g->model->nunits);
         return -HP_EDATA;
     }
-    if (src->ci.seed != g->plan->opts.seed || src->ci.batch != g->batch) {
+    if (src->ci.seed != (uint64_t)g->plan->opts.seed || src->ci.batch != g->batch) {
         hp_error("option '--resume': %s was taken with --seed %" PRIu64 " --batch %ld; this job "
                  "has --seed %" PRIu64 " --batch %d (they decide the data order: give the same)",
                  dir, src->ci.seed, src->ci.batch, (uint64_t)g->plan->opts.seed, g->batch);
