@@ -84,9 +84,12 @@ struct hp_opt_autopath {
 #define HP_OPT_CTYPE_EVERY struct hp_opt_every
 #define HP_OPT_CTYPE_AUTOPATH struct hp_opt_autopath
 
-/* Values of the schedule and device words (their order in the table). */
+/* Values of the schedule, device, HETPIPE_LIVENESS and HETPIPE_CLOCK_SYNC words (their order
+ * in the table). */
 enum hp_schedule { HP_SCHEDULE_COSINE, HP_SCHEDULE_CONSTANT };
 enum hp_device_choice { HP_DEVICE_CHOICE_CPU, HP_DEVICE_CHOICE_CUDA, HP_DEVICE_CHOICE_AUTO };
+enum hp_liveness { HP_LIVENESS_WATCH, HP_LIVENESS_EXIT };
+enum hp_clock_sync { HP_CLOCK_SYNC_AUTO, HP_CLOCK_SYNC_MEASURE };
 
 /* A word that stands for a number ("auto" = 0 for --nm). */
 struct hp_opt_special {

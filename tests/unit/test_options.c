@@ -721,6 +721,21 @@ START_TEST(checkpoint_every_values)
                           "1e+07");
     ASSERT_BAD(HP_OPT_CHECKPOINT_EVERY, "", &l);
     ck_assert_ptr_nonnull(strstr(err, "--hetpipe-checkpoint-every=: empty; must be N training"));
+    /* handed on to the ranks as text they read back to the same value */
+    char *av[] = {"run",  "--local",  "--checkpoint-dir", "/ck", "--checkpoint-every",
+                  "0.1h", "--resume", "/ck/ckpt-2",       NULL};
+    const char *rav[64] = {"hetpipe-rank"};
+    char store[4096];
+    struct hp_options r;
+    int rest, ac = 1;
+    hp_options_init(&o, HP_CMD_RUN);
+    ck_assert_int_eq(hp_cli_parse(HP_CMD_RUN, "", 8, av, &o, &rest), 0);
+    ck_assert_int_eq(hp_cli_rank_args(&o, HP_CMD_RUN, rav, &ac, 64, store, sizeof(store)), 0);
+    hp_options_init(&r, HP_CMD_RANK);
+    ck_assert_int_eq(hp_cli_parse(HP_CMD_RANK, "", ac, (char **)rav, &r, &rest), 0);
+    ck_assert(same_value(&o, &r, HP_OPT_CHECKPOINT_EVERY));
+    ck_assert(r.checkpoint_every.seconds == 0.1 * 3600.0);
+    ck_assert_str_eq(r.resume.path, "/ck/ckpt-2");
     /* unset: nothing, and nothing handed on */
     hp_options_init(&o, HP_CMD_RUN);
     ck_assert(o.checkpoint_every.samples == 0 && o.checkpoint_every.seconds == 0.0);
