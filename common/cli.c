@@ -21,9 +21,10 @@ const char *hp_cli_name(enum hp_cmd cmd)
     return (unsigned)cmd < HP_CMD_COUNT ? cmd_names[cmd] : "?";
 }
 
+/* cmd takes option o on its command line */
 static int takes(enum hp_opt o, enum hp_cmd cmd)
 {
-    return (hp_opts[o].cmds & (1u << cmd)) != 0;
+    return hp_opts[o].flag && (hp_opts[o].cmds & (1u << cmd)) != 0;
 }
 
 /* "hetpipe train" or "hetpipe-rank": what the user typed, for "see ... --help" */
@@ -57,33 +58,66 @@ static void wrap(FILE *f, const char *text, int col, int indent)
     fputc('\n', f);
 }
 
+static int reads(enum hp_opt o, enum hp_cmd cmd)
+{
+    return hp_opts[o].env && (hp_opts[o].env_cmds & (1u << cmd)) != 0;
+}
+
+/* One entry of the usage: head ("  --batch N"), then text at column 27. */
+static void entry(FILE *f, const char *head, const char *text)
+{
+    fputs(head, f);
+    if ((int)strlen(head) < 27)
+        fprintf(f, "%*s", 27 - (int)strlen(head), "");
+    else
+        fprintf(f, "\n%*s", 27, "");
+    wrap(f, text, 27, 27);
+}
+
+/* The row's help, allowed values (numbers), default for cmd and variable, into text. */
+static void describe(enum hp_opt o, enum hp_cmd cmd, char *text, size_t n)
+{
+    const struct hp_opt_info *r = &hp_opts[o];
+    const char *def = hp_opt_default(o, cmd);
+    char allowed[1200];
+
+    snprintf(text, n, "%s", r->help);
+    if (r->type == HP_OT_INT || r->type == HP_OT_REAL) {
+        hp_opt_allowed(o, NULL, allowed, sizeof(allowed));
+        snprintf(text + strlen(text), n - strlen(text), ": %s", allowed);
+    }
+    if (def && *def)
+        snprintf(text + strlen(text), n - strlen(text), " (default %s)", def);
+    if (r->flag && reads(o, cmd))
+        snprintf(text + strlen(text), n - strlen(text), " [%s]", r->env);
+}
+
 void hp_cli_usage(FILE *f, enum hp_cmd cmd, const char *synopsis)
 {
+    char head[64], text[1600];
+    int env = 0;
+
     fputs(synopsis, f);
     fprintf(f, "options:\n");
     for (int o = 0; o < HP_OPT_COUNT; o++) {
         const struct hp_opt_info *r = &hp_opts[o];
-        const char *def = hp_opt_default((enum hp_opt)o, cmd);
-        char head[64], text[1600], allowed[1200];
-        if (!takes((enum hp_opt)o, cmd))
+        if (!r->flag || !takes((enum hp_opt)o, cmd))
             continue;
         snprintf(head, sizeof(head), "  --%s%s%s", r->flag, r->arg ? " " : "",
                  r->arg ? r->arg : "");
-        snprintf(text, sizeof(text), "%s", r->help);
-        if (r->type == HP_OT_INT || r->type == HP_OT_REAL) {
-            hp_opt_allowed((enum hp_opt)o, NULL, allowed, sizeof(allowed));
-            snprintf(text + strlen(text), sizeof(text) - strlen(text), ": %s", allowed);
-        }
-        if (def && *def)
-            snprintf(text + strlen(text), sizeof(text) - strlen(text), " (default %s)", def);
-        if (r->env && cmd == HP_CMD_LAUNCH) /* the one command that reads HETPIPE_* */
-            snprintf(text + strlen(text), sizeof(text) - strlen(text), " [%s]", r->env);
-        fputs(head, f);
-        if ((int)strlen(head) < 27)
-            fprintf(f, "%*s", 27 - (int)strlen(head), "");
-        else
-            fprintf(f, "\n%*s", 27, "");
-        wrap(f, text, 27, 27);
+        describe((enum hp_opt)o, cmd, text, sizeof(text));
+        entry(f, head, text);
+    }
+    /* the variables that stand for no option */
+    for (int o = 0; o < HP_OPT_COUNT; o++) {
+        const struct hp_opt_info *r = &hp_opts[o];
+        if (r->flag || !reads((enum hp_opt)o, cmd))
+            continue;
+        if (!env++)
+            fprintf(f, "environment:\n");
+        snprintf(head, sizeof(head), "  %s=%s", r->env, r->arg ? r->arg : "1");
+        describe((enum hp_opt)o, cmd, text, sizeof(text));
+        entry(f, head, text);
     }
 }
 
@@ -165,10 +199,9 @@ int hp_cli_from_env(struct hp_options *o, enum hp_cmd cmd)
     char err[2048];
 
     for (int i = 0; i < HP_OPT_COUNT; i++) {
-        const char *v = hp_opts[i].env ? getenv(hp_opts[i].env) : NULL;
-        if (!v || !*v || o->given[i] || !takes((enum hp_opt)i, cmd))
+        if (o->given[i] || !takes((enum hp_opt)i, cmd) || !reads((enum hp_opt)i, cmd))
             continue;
-        if (hp_opt_set(o, (enum hp_opt)i, hp_opts[i].env, v, NULL, 0, err, sizeof(err))) {
+        if (hp_opt_env(o, (enum hp_opt)i, err, sizeof(err)) < 0) {
             hp_error("%s: %s", cmd_names[cmd], err);
             return -1;
         }

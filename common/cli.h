@@ -1,5 +1,5 @@
 /* cli.h - command lines from the options table (options.h): the getopt_long option list of a
- * command, its usage text, the HETPIPE_* environment of job options, and the arguments with
+ * command, its usage text, the HETPIPE_* variables of its options, and the arguments with
  * which hetpipe run and hetpipe launch hand their options on to every rank. Shared by the
  * hetpipe command and hetpipe-rank; errors are logged (log.h).
  */
@@ -24,12 +24,16 @@ int hp_cli_parse(enum hp_cmd cmd, const char *synopsis, int argc, char **argv, s
                  int *rest);
 
 /* The usage text: synopsis (its own lines), then one entry per option of cmd with its value,
- * help, allowed values and cmd's default, all from the table. */
+ * help, allowed values, cmd's default and the variable cmd reads for it, then the variables
+ * cmd reads that stand for no option ("environment:"), all from the table. */
 void hp_cli_usage(FILE *f, enum hp_cmd cmd, const char *synopsis);
 
-/* For every job option of cmd that o does not have from the command line, its HETPIPE_*
- * variable (what the SPANK plugin sets; unset or empty: the default stays). Hard limits (the
- * site's are the plugin's, at submit). 0, or -1 logged naming the variable. */
+/* For every option of cmd that o does not have from the command line and whose variable cmd
+ * reads (the row's env_cmds: job options in hetpipe launch, where the SPANK plugin sets
+ * them; --rank and --boot-dir in hetpipe-rank, ...), the variable through hp_opt_env (unset
+ * or empty: the default stays). Variables that stand for no option are read where they are
+ * used, through hp_opt_env too. Hard limits (the site's are the plugin's, at submit). 0, or
+ * -1 logged naming the variable and what it allows. */
 int hp_cli_from_env(struct hp_options *o, enum hp_cmd cmd);
 
 /* Append "--flag value" (a flag alone) for every option of cmd that run and launch hand on to

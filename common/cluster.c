@@ -388,7 +388,7 @@ int hp_cluster_build(const struct hp_gpudb *db, const char *name, const char *or
 
 int hp_cluster_resolve(const char *name, char *buf, size_t n)
 {
-    if (hp_path_find("clusters", "HETPIPE_CLUSTERS", name, buf, n) == 0)
+    if (hp_path_find("clusters", HP_OPT_CLUSTERS, name, buf, n) == 0)
         return 0;
     hp_error("unknown cluster '%s': no %s.ini in $HETPIPE_CLUSTERS, ./etc/clusters, %s/clusters "
              "or next to the executable (give a path to an .ini file, or see etc/clusters)",

@@ -4,6 +4,7 @@
 #include "error.h"
 #include "ini.h"
 #include "log.h"
+#include "options.h"
 #include "parse.h"
 
 #include <ctype.h>
@@ -235,15 +236,15 @@ int hp_gpudb_find(const struct hp_gpudb *db, const char *name)
 
 int hp_gpudb_default_path(char *buf, unsigned long n)
 {
-    const char *env = getenv("HETPIPE_CONF");
-    char exe[PATH_MAX], tried[3][PATH_MAX];
+    struct hp_options e = {.config = NULL};
+    char exe[PATH_MAX], tried[3][PATH_MAX], err[512];
     int nt = 0;
     ssize_t el;
 
     if (!buf || n == 0)
         return -HP_EINVAL;
-    if (env && *env) {
-        if ((unsigned long)snprintf(buf, n, "%s", env) >= n)
+    if (hp_opt_env(&e, HP_OPT_CONFIG, err, sizeof(err)) == 0) {
+        if ((unsigned long)snprintf(buf, n, "%s", e.config) >= n)
             goto too_long;
         return 0;
     }

@@ -2,6 +2,7 @@
 #include "log.h"
 
 #include "error.h"
+#include "options.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,17 +17,17 @@ static size_t capture_len;
 
 static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
-int hp_log_parse_level(const char *s, enum hp_log_level *out)
+/* The threshold from HETPIPE_LOG (options.def); a bad value is said once, and ignored. */
+static void level_from_env(void)
 {
-    static const char *const keys[] = {"error", "warn", "info", "debug"};
+    struct hp_options e = {.log_level = HP_LOG_INFO};
+    char err[512];
 
-    for (int i = 0; i < 4; i++) {
-        if (s && strcmp(s, keys[i]) == 0) {
-            *out = (enum hp_log_level)i;
-            return 0;
-        }
-    }
-    return -HP_EINVAL;
+    if (hp_opt_env(&e, HP_OPT_LOG_LEVEL, err, sizeof(err)) == 0)
+        threshold = (enum hp_log_level)e.log_level;
+    else if (err[0])
+        fprintf(stderr, "%s: warning: %s; ignored\n", prefix, err);
+    level_set = 1;
 }
 
 void hp_log_set_level(enum hp_log_level level)
@@ -58,12 +59,8 @@ void hp_log(enum hp_log_level level, const char *fmt, ...)
     va_list ap;
     char buf[2048];
 
-    if (!level_set) {
-        enum hp_log_level env;
-        if (hp_log_parse_level(getenv("HETPIPE_LOG"), &env) == 0)
-            threshold = env;
-        level_set = 1;
-    }
+    if (!level_set)
+        level_from_env();
     if (capture) {
         if (level == HP_LOG_ERROR && capture[0] == '\0') {
             va_start(ap, fmt);

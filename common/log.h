@@ -2,7 +2,8 @@
  *
  * Messages go to stderr as "hetpipe: <level>: <message>" (a prefix can be set, e.g. a rank).
  * The threshold comes from hp_log_set_level() or, if never set, from HETPIPE_LOG
- * (error|warn|info|debug). Library code logs an error once, where it is first known, and
+ * (error|warn|info|debug: its row in common/options.def, whose words are in the order of
+ * enum hp_log_level). Library code logs an error once, where it is first known, and
  * returns a code; main() decides what to do.
  */
 #ifndef HP_LOG_H
@@ -19,9 +20,6 @@ enum hp_log_level {
 
 /* Set the threshold; messages above it are dropped. */
 void hp_log_set_level(enum hp_log_level level);
-
-/* Parse "error", "warn", "info" or "debug"; 0 on success, -HP_EINVAL otherwise. */
-int hp_log_parse_level(const char *s, enum hp_log_level *out);
 
 /* Set the prefix printed before the level ("hetpipe" by default). The string is copied. */
 void hp_log_set_prefix(const char *prefix);

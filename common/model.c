@@ -228,7 +228,7 @@ int hp_model_resolve(const char *name, char *buf, size_t n)
 {
     if (!buf || n == 0)
         return -HP_EINVAL;
-    if (hp_path_find("models", "HETPIPE_MODELS", name, buf, n) == 0)
+    if (hp_path_find("models", HP_OPT_MODELS, name, buf, n) == 0)
         return 0;
     hp_error("unknown model '%s': no %s.ini in $HETPIPE_MODELS, ./etc/models, %s/models or "
              "next to the executable (give a path to an .ini file, or see etc/models)",

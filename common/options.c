@@ -23,534 +23,34 @@
 #endif
 
 #define IN(c) (1u << HP_CMD_##c)
-#define OFF(field) offsetof(struct hp_options, field)
 #define JOB_CMDS (IN(PLAN) | IN(RUN) | IN(LAUNCH))
 #define RANK_CMDS (IN(RUN) | IN(LAUNCH) | IN(RANK))
 #define TRAIN_CMDS (IN(TRAIN) | RANK_CMDS)
-
-static const char *const policy_words[] = {"auto", "np", "ed", "hd", "dp", NULL};
-static const char *const placement_words[] = {"default", "local", NULL};
-static const char *const recompute_words[] = {"auto", "never", "always", NULL};
-static const char *const schedule_words[] = {"cosine", "constant", NULL};
-static const char *const device_words[] = {"cpu", "cuda", "auto", NULL};
-static const struct hp_opt_special auto_zero[] = {{"auto", 0.0}, {NULL, 0.0}};
-static const struct hp_opt_special emulate_words[] = {{"auto", -1.0}, {"off", 0.0}, {NULL, 0.0}};
+#define ALL_CMDS ((1u << HP_CMD_COUNT) - 1)
+/* a row's words, and its special words for numbers, in place (static storage) */
+#define WORDS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define SPECIALS(...) ((const struct hp_opt_special[]){__VA_ARGS__, {NULL, 0.0}})
 
 const struct hp_opt_info hp_opts[HP_OPT_COUNT] = {
-    [HP_OPT_POLICY] = {.flag = "policy",
-                       .env = "HETPIPE_POLICY",
-                       .plan_key = "policy",
-                       .type = HP_OT_WORD,
-                       .arg = "auto|np|ed|hd|dp",
-                       .words = policy_words,
-                       .def = "auto",
-                       .cmd_def = {[HP_CMD_RUN] = "ed"},
-                       .cmds = JOB_CMDS,
-                       .offset = OFF(policy),
-                       .help = "how the GPUs are grouped into virtual workers"},
-    [HP_OPT_PLACEMENT] = {.flag = "placement",
-                          .env = "HETPIPE_PLACEMENT",
-                          .plan_key = "placement",
-                          .type = HP_OT_WORD,
-                          .arg = "default|local",
-                          .words = placement_words,
-                          .def = "default",
-                          .cmds = JOB_CMDS,
-                          .offset = OFF(placement),
-                          .help = "where the parameter-server shards keep each unit"},
-    [HP_OPT_STALENESS] = {.flag = "staleness",
-                          .env = "HETPIPE_STALENESS",
-                          .plan_key = "staleness",
-                          .type = HP_OT_INT,
-                          .arg = "D",
-                          .min = 0,
-                          .max = 1000000,
-                          .site_max = 64,
-                          .def = "0",
-                          .cmds = JOB_CMDS,
-                          .offset = OFF(staleness),
-                          .help = "WSP staleness bound D, in waves"},
-    [HP_OPT_NM] = {.flag = "nm",
-                   .env = "HETPIPE_NM",
-                   .plan_key = "nm",
-                   .type = HP_OT_INT,
-                   .arg = "auto|N",
-                   .special = auto_zero,
-                   .min = 1,
-                   .max = 1024,
-                   .site_max = 64,
-                   .def = "auto",
-                   .cmds = JOB_CMDS,
-                   .offset = OFF(nm),
-                   .help = "minibatches in flight per virtual worker"},
-    [HP_OPT_RECOMPUTE] = {.flag = "recompute",
-                          .env = "HETPIPE_RECOMPUTE",
-                          .plan_key = "recompute",
-                          .type = HP_OT_WORD,
-                          .arg = "auto|never|always",
-                          .words = recompute_words,
-                          .def = "auto",
-                          .cmds = JOB_CMDS | IN(TRAIN) | IN(TIME),
-                          .offset = OFF(recompute),
-                          .help = "recompute activations in backward instead of keeping them: "
-                                  "auto where a stage or Nm would not fit otherwise"},
-    [HP_OPT_MODEL] = {.flag = "model",
-                      .env = "HETPIPE_MODEL",
-                      .plan_key = "model",
-                      .type = HP_OT_MODEL,
-                      .arg = "NAME|PATH",
-                      .def = "cnn",
-                      .cmd_def = {[HP_CMD_PLAN] = "vgg19", [HP_CMD_MODEL] = ""},
-                      .cmds = JOB_CMDS | IN(TRAIN) | IN(MODEL) | IN(TIME) | IN(PROFILE),
-                      .offset = OFF(model),
-                      .help = "the model to train"},
-    [HP_OPT_BATCH] =
-        {.flag = "batch",
-         .env = "HETPIPE_BATCH",
-         .plan_key = "batch",
-         .type = HP_OT_INT,
-         .arg = "N",
-         .min = 1,
-         .max = 65536,
-         .def = "64",
-         .cmd_def = {[HP_CMD_PLAN] = "32", [HP_CMD_TIME] = "32", [HP_CMD_PROFILE] = "32"},
-         .cmds = JOB_CMDS | IN(TRAIN) | IN(TIME) | IN(PROFILE),
-         .offset = OFF(batch),
-         .help = "minibatch size"},
-    [HP_OPT_EPOCHS] = {.flag = "epochs",
-                       .env = "HETPIPE_EPOCHS",
-                       .type = HP_OT_INT,
-                       .arg = "N",
-                       .min = 1,
-                       .max = 10000,
-                       .def = "5",
-                       .cmd_def = {[HP_CMD_LAUNCH] = "1"},
-                       .cmds = TRAIN_CMDS,
-                       .flags = HP_OPTF_PASS,
-                       .offset = OFF(epochs),
-                       .help = "epochs to train"},
-    [HP_OPT_CHECKPOINT_DIR] = {.flag = "checkpoint-dir",
-                               .env = "HETPIPE_CHECKPOINT_DIR",
-                               .type = HP_OT_TEXT,
-                               .arg = "DIR",
-                               .cmds = IN(RUN) | IN(LAUNCH) | IN(RANK),
-                               .flags = HP_OPTF_PASS,
-                               .offset = OFF(checkpoint_dir),
-                               .help = "take checkpoints into DIR (ckpt-N/ below it): every "
-                                       "--checkpoint-every, and on SIGUSR1 or SIGTERM before "
-                                       "stopping (hetpipe launch: DIR defaults to "
-                                       "hetpipe-JOBID.ckpt in the submit directory)"},
-    [HP_OPT_CHECKPOINT_EVERY] = {.flag = "checkpoint-every",
-                                 .env = "HETPIPE_CHECKPOINT_EVERY",
-                                 .type = HP_OT_TEXT,
-                                 .arg = "N|Nmin|Nh",
-                                 .cmds = IN(RUN) | IN(LAUNCH) | IN(RANK),
-                                 .flags = HP_OPTF_PASS,
-                                 .offset = OFF(checkpoint_every),
-                                 .help = "checkpoint every N training samples, or every N "
-                                         "minutes (Nmin) or hours (Nh) of training"},
-    [HP_OPT_CHECKPOINT_KEEP] = {.flag = "checkpoint-keep",
-                                .env = "HETPIPE_CHECKPOINT_KEEP",
-                                .type = HP_OT_INT,
-                                .arg = "N",
-                                .min = 1,
-                                .max = 1000,
-                                .site_max = 1000,
-                                .def = "2",
-                                .cmds = IN(RUN) | IN(LAUNCH) | IN(RANK),
-                                .flags = HP_OPTF_PASS,
-                                .offset = OFF(checkpoint_keep),
-                                .help = "keep the last N checkpoints (older ones are removed)"},
-    [HP_OPT_RESUME] = {.flag = "resume",
-                       .env = "HETPIPE_RESUME",
-                       .type = HP_OT_TEXT,
-                       .arg = "auto|DIR",
-                       .cmds = IN(RUN) | IN(LAUNCH) | IN(RANK),
-                       .flags = HP_OPTF_PASS,
-                       .offset = OFF(resume),
-                       .help = "resume from checkpoint DIR (a ckpt-N directory), or auto: the "
-                               "newest valid one in --checkpoint-dir (none: start afresh); "
-                               "re-plans when the GPUs differ"},
-    [HP_OPT_TIMELINE] = {.flag = "timeline",
-                         .env = "HETPIPE_TIMELINE",
-                         .type = HP_OT_TEXT,
-                         .arg = "FILE",
-                         .cmds = IN(RUN) | IN(LAUNCH) | IN(RANK),
-                         .offset = OFF(timeline),
-                         .help = "record what every rank does, when, and merge it into FILE, a "
-                                 "Chrome trace (Perfetto, chrome://tracing); the parts stay in "
-                                 "the run directory for hetpipe report (hetpipe-rank: writes "
-                                 "FILE.<rank>)"},
-    [HP_OPT_DRY_RUN] = {.flag = "dry-run",
-                        .env = "HETPIPE_DRY_RUN",
-                        .type = HP_OT_FLAG,
-                        .cmds = IN(LAUNCH),
-                        .offset = OFF(dry_run),
-                        .help = "plan and print the predicted throughput; start no rank"},
-
-    [HP_OPT_NM_MAX] = {.flag = "nm-max",
-                       .plan_key = "nm_max",
-                       .type = HP_OT_INT,
-                       .arg = "auto|N",
-                       .special = auto_zero,
-                       .min = 1,
-                       .max = 1024,
-                       .def = "auto",
-                       .cmds = JOB_CMDS,
-                       .offset = OFF(nm_max),
-                       .help = "the largest Nm the search tries (auto: the VW's stage count)"},
-    [HP_OPT_SEED] = {.flag = "seed",
-                     .plan_key = "seed",
-                     .type = HP_OT_INT,
-                     .arg = "N",
-                     .min = 0,
-                     .max = 2147483647,
-                     .def = "1",
-                     .cmds = JOB_CMDS | IN(TRAIN),
-                     .offset = OFF(seed),
-                     .help = "seed of initialisation, shuffling and dropout"},
-    [HP_OPT_CLUSTER] = {.flag = "cluster",
-                        .type = HP_OT_TEXT,
-                        .arg = "FILE|NAME",
-                        .cmd_def = {[HP_CMD_RUN] = "demo"},
-                        .cmds = IN(PLAN) | IN(RUN),
-                        .offset = OFF(cluster),
-                        .help = "the cluster description (etc/clusters/NAME.ini)"},
-    [HP_OPT_CONFIG] = {.flag = "config",
-                       .type = HP_OT_TEXT,
-                       .arg = "FILE",
-                       .cmds = JOB_CMDS | IN(RANK) | IN(DOCTOR) | IN(REPORT),
-                       .offset = OFF(config),
-                       .help = "the site config with the GPU database (default: $HETPIPE_CONF, "
-                               "./etc/hetpipe.conf, next to hetpipe, /etc/hetpipe)"},
-    [HP_OPT_PROFILE] = {.flag = "profile",
-                        .type = HP_OT_TEXT,
-                        .arg = "FILE",
-                        .cmds = JOB_CMDS,
-                        .offset = OFF(profile),
-                        .help = "measured unit times (hetpipe profile) instead of estimates"},
-    [HP_OPT_OUT] = {.flag = "out",
-                    .type = HP_OT_TEXT,
-                    .arg = "FILE",
-                    .cmd_def = {[HP_CMD_PROFILE] = "profile.ini"},
-                    .cmds = IN(PLAN) | IN(PROFILE) | IN(REPORT) | IN(TIMELINE),
-                    .offset = OFF(out),
-                    .help = "write the plan (the profile, the report page, the timeline) there"},
-    [HP_OPT_QUIET] = {.flag = "quiet",
-                      .type = HP_OT_FLAG,
-                      .cmds = IN(PLAN) | RANK_CMDS,
-                      .flags = HP_OPTF_PASS,
-                      .offset = OFF(quiet),
-                      .help = "print no plan table and no progress (evaluations, the summary and "
-                              "errors still)"},
-    [HP_OPT_VERBOSE] = {.flag = "verbose",
-                        .type = HP_OT_FLAG,
-                        .cmds = RANK_CMDS,
-                        .flags = HP_OPTF_PASS,
-                        .offset = OFF(verbose),
-                        .help = "progress as a plain line every --log-every steps also on a "
-                                "terminal (not one updating line), and the ranks' debug "
-                                "messages"},
-
-    [HP_OPT_LR] = {.flag = "lr",
-                   .type = HP_OT_REAL,
-                   .arg = "X",
-                   .min = 1e-8,
-                   .max = 10,
-                   .def = "0.05",
-                   .cmds = TRAIN_CMDS,
-                   .flags = HP_OPTF_PASS,
-                   .offset = OFF(lr),
-                   .help = "learning rate (the job's: each of V virtual workers applies lr/V)"},
-    [HP_OPT_MOMENTUM] = {.flag = "momentum",
-                         .type = HP_OT_REAL,
-                         .arg = "X",
-                         .min = 0,
-                         .max = 0.999,
-                         .def = "0.9",
-                         .cmds = TRAIN_CMDS,
-                         .flags = HP_OPTF_PASS,
-                         .offset = OFF(momentum),
-                         .help = "SGD momentum"},
-    [HP_OPT_WEIGHT_DECAY] = {.flag = "weight-decay",
-                             .type = HP_OT_REAL,
-                             .arg = "X",
-                             .min = 0,
-                             .max = 1,
-                             .def = "0.0005",
-                             .cmds = TRAIN_CMDS,
-                             .flags = HP_OPTF_PASS,
-                             .offset = OFF(weight_decay),
-                             .help = "L2 weight decay"},
-    [HP_OPT_SCHEDULE] = {.flag = "schedule",
-                         .type = HP_OT_WORD,
-                         .arg = "cosine|constant",
-                         .words = schedule_words,
-                         .def = "cosine",
-                         .cmds = TRAIN_CMDS,
-                         .flags = HP_OPTF_PASS,
-                         .offset = OFF(schedule),
-                         .help = "learning-rate schedule: cosine decay to 0, or constant"},
-    [HP_OPT_TRAIN_LIMIT] = {.flag = "train-limit",
-                            .type = HP_OT_INT,
-                            .arg = "N",
-                            .min = 0,
-                            .max = 60000,
-                            .def = "0",
-                            .cmds = TRAIN_CMDS,
-                            .flags = HP_OPTF_PASS,
-                            .offset = OFF(train_limit),
-                            .help = "train on the first N samples only (0: all)"},
-    [HP_OPT_TEST_LIMIT] = {.flag = "test-limit",
-                           .type = HP_OT_INT,
-                           .arg = "N",
-                           .min = 0,
-                           .max = 10000,
-                           .def = "0",
-                           .cmds = TRAIN_CMDS,
-                           .flags = HP_OPTF_PASS,
-                           .offset = OFF(test_limit),
-                           .help = "evaluate on the first N test samples only (0: all)"},
-    [HP_OPT_LOG_EVERY] = {.flag = "log-every",
-                          .type = HP_OT_INT,
-                          .arg = "N",
-                          .min = 0,
-                          .max = 1000000,
-                          .def = "100",
-                          .cmds = TRAIN_CMDS,
-                          .flags = HP_OPTF_PASS,
-                          .offset = OFF(log_every),
-                          .help = "steps between progress lines (0: none)"},
-    [HP_OPT_DATA] = {.flag = "data",
-                     .type = HP_OT_TEXT,
-                     .arg = "DIR",
-                     .cmds = TRAIN_CMDS | IN(DOCTOR),
-                     .flags = HP_OPTF_PASS,
-                     .offset = OFF(data),
-                     .help = "the Fashion-MNIST directory (default $HETPIPE_DATA or "
-                             "/usr/share/datasets/fashion-mnist)"},
-    [HP_OPT_METRICS] = {.flag = "metrics",
-                        .type = HP_OT_TEXT,
-                        .arg = "FILE",
-                        .cmds = TRAIN_CMDS,
-                        .flags = HP_OPTF_PASS,
-                        .offset = OFF(metrics),
-                        .help = "write per-interval and per-evaluation metrics as CSV"},
-    [HP_OPT_STEP_LOG] = {.flag = "step-log",
-                         .type = HP_OT_TEXT,
-                         .arg = "FILE",
-                         .cmds = TRAIN_CMDS,
-                         .flags = HP_OPTF_PASS,
-                         .offset = OFF(step_log),
-                         .help = "write every step's mean loss (step,loss) as CSV"},
-    [HP_OPT_SAVE_PARAMS] = {.flag = "save-params",
-                            .type = HP_OT_TEXT,
-                            .arg = "FILE",
-                            .cmds = TRAIN_CMDS,
-                            .flags = HP_OPTF_PASS,
-                            .offset = OFF(save_params),
-                            .help = "write the final parameters (raw float32, model order; a "
-                                    "job's ranks to FILE.<rank>)"},
-    [HP_OPT_DEVICE] =
-        {.flag = "device",
-         .type = HP_OT_WORD,
-         .arg = "cpu|cuda|auto",
-         .words = device_words,
-         .def = "auto",
-         .cmd_def = {[HP_CMD_RUN] = "cpu", [HP_CMD_LAUNCH] = "cpu", [HP_CMD_RANK] = "cpu"},
-         .cmds = TRAIN_CMDS | IN(TIME) | IN(PROFILE),
-         .flags = HP_OPTF_PASS,
-         .offset = OFF(device),
-         .help = "the compute device (auto: cuda where there is one)"},
-    [HP_OPT_THREADS] = {.flag = "threads",
-                        .type = HP_OT_INT,
-                        .arg = "N",
-                        .min = 1,
-                        .max = 1024,
-                        .cmds = TRAIN_CMDS | IN(TIME) | IN(PROFILE),
-                        .flags = HP_OPTF_PASS,
-                        .offset = OFF(threads),
-                        .help = "BLAS threads of the CPU backend (default: OpenBLAS's)"},
-
-    [HP_OPT_WEIGHT_LOG] = {.flag = "weight-log",
-                           .type = HP_OT_TEXT,
-                           .arg = "PREFIX",
-                           .cmds = RANK_CMDS,
-                           .flags = HP_OPTF_PASS,
-                           .offset = OFF(weight_log),
-                           .help = "per minibatch, the weight versions and hashes each rank "
-                                   "used, in PREFIX.<rank>"},
-    [HP_OPT_STATS] = {.flag = "stats",
-                      .type = HP_OT_TEXT,
-                      .arg = "PREFIX",
-                      .cmds = RANK_CMDS,
-                      .flags = HP_OPTF_PASS,
-                      .offset = OFF(stats),
-                      .help = "each rank's timing, memory and traffic summary in PREFIX.<rank>"},
-    [HP_OPT_TRACE] = {.flag = "trace",
-                      .type = HP_OT_TEXT,
-                      .arg = "PREFIX",
-                      .cmds = RANK_CMDS,
-                      .flags = HP_OPTF_PASS,
-                      .offset = OFF(trace),
-                      .help = "every push, pull, wait and minibatch record (WSP) in "
-                              "PREFIX.<rank>"},
-    [HP_OPT_EVAL_EVERY] = {.flag = "eval-every",
-                           .type = HP_OT_INT,
-                           .arg = "N",
-                           .min = 0,
-                           .max = 1000000000,
-                           .def = "0",
-                           .cmds = RANK_CMDS,
-                           .flags = HP_OPTF_PASS,
-                           .offset = OFF(eval_every),
-                           .help = "also evaluate the global weights every N training samples "
-                                   "of the job (0: after each epoch)"},
-    [HP_OPT_STOP_AT] = {.flag = "stop-at",
-                        .type = HP_OT_REAL,
-                        .arg = "P",
-                        .min = 0,
-                        .max = 100,
-                        .def = "0",
-                        .cmds = RANK_CMDS,
-                        .flags = HP_OPTF_PASS,
-                        .offset = OFF(stop_at),
-                        .help = "stop the job after the first evaluation at or above P% test "
-                                "accuracy (0: never)"},
-    [HP_OPT_TIMEOUT] = {.flag = "timeout",
-                        .type = HP_OT_REAL,
-                        .arg = "SEC",
-                        .min = 0.1,
-                        .max = 86400,
-                        .def = "60",
-                        .cmds = RANK_CMDS,
-                        .flags = HP_OPTF_PASS,
-                        .offset = OFF(timeout),
-                        .help = "how long a rank waits for a peer"},
-    [HP_OPT_NO_STASH] = {.flag = "no-stash",
-                         .type = HP_OT_FLAG,
-                         .cmds = RANK_CMDS,
-                         .flags = HP_OPTF_PASS,
-                         .offset = OFF(no_stash),
-                         .help = "debug: backward passes use the current weights"},
-    [HP_OPT_EMULATE] = {.flag = "emulate",
-                        .type = HP_OT_REAL,
-                        .arg = "auto|off|S",
-                        .special = emulate_words,
-                        .min = 0,
-                        .max = 1e9,
-                        .def = "off",
-                        .cmd_def = {[HP_CMD_RUN] = "auto"},
-                        .cmds = IN(RUN) | IN(RANK),
-                        .offset = OFF(emulate),
-                        .help = "pad each pass and send to S x the plan's time for the emulated "
-                                "GPU type (auto: S so that padding dominates this CPU's time)"},
-
-    [HP_OPT_LOCAL] = {.flag = "local",
-                      .type = HP_OT_FLAG,
-                      .cmds = IN(RUN),
-                      .offset = OFF(local),
-                      .help = "fork the ranks on this machine, CPU ranks emulating the "
-                              "cluster's GPU types (no Slurm needed)"},
-    [HP_OPT_KEEP] = {.flag = "keep",
-                     .type = HP_OT_FLAG,
-                     .cmds = IN(RUN),
-                     .offset = OFF(keep),
-                     .help = "keep the run directory after a successful run"},
-    [HP_OPT_RUN_DIR] = {.flag = "run-dir",
-                        .type = HP_OT_TEXT,
-                        .arg = "DIR",
-                        .cmds = IN(RUN) | IN(LAUNCH),
-                        .offset = OFF(run_dir),
-                        .help = "the job's private directory for plan, logs and address files "
-                                "(created, mode 0700; default: a new one)"},
-    [HP_OPT_PLAN] = {.flag = "plan",
-                     .type = HP_OT_TEXT,
-                     .arg = "FILE",
-                     .cmds = IN(LAUNCH) | IN(RANK),
-                     .offset = OFF(plan),
-                     .help = "run this plan file (hetpipe plan --out) instead of planning"},
-    [HP_OPT_SRUN] = {.flag = "srun",
-                     .type = HP_OT_TEXT,
-                     .arg = "PATH",
-                     .cmds = IN(LAUNCH),
-                     .offset = OFF(srun),
-                     .help = "the srun to run (default: $HETPIPE_SRUN, else srun from PATH)"},
-    [HP_OPT_RANK] = {.flag = "rank",
-                     .type = HP_OT_INT,
-                     .arg = "R",
-                     .min = 0,
-                     .max = (1 << 20) - 1,
-                     .cmds = IN(RANK),
-                     .offset = OFF(rank),
-                     .help = "this process's rank (default $HETPIPE_RANK; from PMIx under srun)"},
-    [HP_OPT_BOOT_DIR] = {.flag = "boot-dir",
-                         .type = HP_OT_TEXT,
-                         .arg = "DIR",
-                         .cmds = IN(RANK),
-                         .offset = OFF(boot_dir),
-                         .help = "the private directory (mode 0700) of the address files "
-                                 "(default $HETPIPE_BOOT_DIR)"},
-
-    [HP_OPT_UNITS] = {.flag = "units",
-                      .type = HP_OT_FLAG,
-                      .cmds = IN(MODEL),
-                      .offset = OFF(units),
-                      .help = "list every unit with its output shape, parameters, FLOPs and "
-                              "bytes"},
-    [HP_OPT_STEPS] = {.flag = "steps",
-                      .type = HP_OT_INT,
-                      .arg = "N",
-                      .min = 1,
-                      .max = 1000000,
-                      .def = "20",
-                      .cmd_def = {[HP_CMD_PROFILE] = "3"},
-                      .cmds = IN(TIME) | IN(PROFILE),
-                      .offset = OFF(steps),
-                      .help = "timed steps (after the warm-up); profile: the median of N"},
-    [HP_OPT_WARMUP] = {.flag = "warmup",
-                       .type = HP_OT_INT,
-                       .arg = "N",
-                       .min = 0,
-                       .max = 1000,
-                       .def = "3",
-                       .cmds = IN(TIME),
-                       .offset = OFF(warmup),
-                       .help = "untimed steps first"},
-    [HP_OPT_OP_PROFILE] = {.flag = "profile",
-                           .type = HP_OT_FLAG,
-                           .cmds = IN(TIME),
-                           .offset = OFF(op_profile),
-                           .help = "also time every op type and unit (GFLOP/s)"},
-    [HP_OPT_TYPE] = {.flag = "type",
-                     .type = HP_OT_TEXT,
-                     .arg = "GPUTYPE",
-                     .cmds = IN(PROFILE),
-                     .offset = OFF(type),
-                     .help = "the site config's GPU type the numbers stand for (default: the "
-                             "device's name, or cpu)"},
-
-    [HP_OPT_REQUIRE_GPU] = {.flag = "require-gpu",
-                            .type = HP_OT_FLAG,
-                            .cmds = IN(DOCTOR),
-                            .offset = OFF(require_gpu),
-                            .help = "no usable CUDA device is a FAIL, not a skip"},
-    [HP_OPT_NO_SLURM] = {.flag = "no-slurm",
-                         .type = HP_OT_FLAG,
-                         .cmds = IN(DOCTOR),
-                         .offset = OFF(no_slurm),
-                         .help = "skip the Slurm checks (plugin, controller, srun's PMIx)"},
+#define HP_OPTION(id, field, t, ...)                                                               \
+    [HP_OPT_##id] = {.type = HP_OT_##t,                                                            \
+                     .offset = offsetof(struct hp_options, field),                                 \
+                     .size = sizeof(((struct hp_options *)0)->field),                              \
+                     __VA_ARGS__},
+#include "options.def"
+#undef HP_OPTION
 };
 
 int hp_opt_is_job(enum hp_opt o)
 {
-    return (unsigned)o < HP_OPT_COUNT && hp_opts[o].env != NULL;
+    return (unsigned)o < HP_OPT_COUNT && (hp_opts[o].flags & HP_OPTF_JOB) != 0;
 }
 
 int hp_opt_find(const char *name, enum hp_cmd cmd)
 {
     for (int o = 0; o < HP_OPT_COUNT; o++)
-        if ((hp_opts[o].cmds & (1u << cmd)) && strcmp(name, hp_opts[o].flag) == 0)
+        if (hp_opts[o].flag && (hp_opts[o].cmds & (1u << cmd)) &&
+            strcmp(name, hp_opts[o].flag) == 0)
             return o;
     return -1;
 }
@@ -600,6 +100,15 @@ static void word_list(enum hp_opt o, unsigned mask, char *buf, size_t n)
     }
 }
 
+/* A duration's units (EVERY rows) and the bounds of its number in each. */
+static const struct {
+    const char *suffix;
+    double scale;
+} time_units[] = {{"s", 1.0}, {"min", 60.0}, {"h", 3600.0}};
+#define TIME_MIN 1e-3
+#define TIME_MAX 1e7
+#define NUNITS (sizeof(time_units) / sizeof(time_units[0]))
+
 void hp_opt_allowed(enum hp_opt o, const struct hp_optlimits *l, char *buf, size_t n)
 {
     const struct hp_opt_info *r = &hp_opts[o];
@@ -633,6 +142,15 @@ void hp_opt_allowed(enum hp_opt o, const struct hp_optlimits *l, char *buf, size
         break;
     case HP_OT_FLAG:
         snprintf(buf, n, "given without a value");
+        break;
+    case HP_OT_EVERY:
+        snprintf(buf, n,
+                 "N training samples (an integer from %.0f to %.0f), or a training time: Nmin "
+                 "(minutes), Nh (hours) or Ns (seconds), N a number from %g to %g",
+                 r->min, r->max, TIME_MIN, TIME_MAX);
+        break;
+    case HP_OT_AUTOPATH:
+        snprintf(buf, n, "auto, or a path (not empty, no control characters)");
         break;
     }
 }
@@ -677,8 +195,9 @@ static void model_list(const char *dir, char *buf, size_t n)
         snprintf(buf, n, "none");
 }
 
-static int check_model(const char *what, const char *v, const struct hp_optlimits *l,
-                       int check_files, const char *allowed, char *err, size_t errlen)
+static int check_model(const char *what, const char *v, const char *shown,
+                       const struct hp_optlimits *l, int check_files, const char *allowed,
+                       char *err, size_t errlen)
 {
     const char *dir = l ? l->models_dir : MODELS_DIR;
     char path[2048];
@@ -687,7 +206,7 @@ static int check_model(const char *what, const char *v, const struct hp_optlimit
     if (!is_model_path(v)) {
         if (strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
             strlen(v)) {
-            snprintf(err, errlen, "%s=%s: not a model name; must be %s", what, v, allowed);
+            snprintf(err, errlen, "%s=%s: not a model name; must be %s", what, shown, allowed);
             return -1;
         }
         if (!check_files)
@@ -707,11 +226,12 @@ static int check_model(const char *what, const char *v, const struct hp_optlimit
     if (!check_files)
         return 0;
     if (stat(v, &st) != 0 || access(v, R_OK) != 0) {
-        snprintf(err, errlen, "%s=%s: cannot read the model file: %s", what, v, strerror(errno));
+        snprintf(err, errlen, "%s=%s: cannot read the model file: %s", what, shown,
+                 strerror(errno));
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s=%s: the model file is not a regular file", what, v);
+        snprintf(err, errlen, "%s=%s: the model file is not a regular file", what, shown);
         return -1;
     }
     return 0;
@@ -721,7 +241,27 @@ union value {
     long i;
     double d;
     const char *s;
+    struct hp_opt_every every;
+    struct hp_opt_autopath autopath;
 };
+
+/* Where a value of type t is in v (hp_opt_set copies the row's size from there). */
+static const void *value_of(const union value *v, enum hp_opt_type t)
+{
+    switch (t) {
+    case HP_OT_REAL:
+        return &v->d;
+    case HP_OT_TEXT:
+    case HP_OT_MODEL:
+        return &v->s;
+    case HP_OT_EVERY:
+        return &v->every;
+    case HP_OT_AUTOPATH:
+        return &v->autopath;
+    default:
+        return &v->i;
+    }
+}
 
 /* A number (or special word) for an INT or REAL row. */
 static int parse_number(const struct hp_opt_info *r, double max, const char *v, union value *out)
@@ -739,20 +279,96 @@ static int parse_number(const struct hp_opt_info *r, double max, const char *v, 
     return hp_parse_double(v, r->min, max, &out->d) ? -1 : 0;
 }
 
+/* An EVERY value: Nmin, Nh, Ns (N in [TIME_MIN, TIME_MAX]), else a count in [min, max]. */
+static int parse_every(const struct hp_opt_info *r, const char *v, struct hp_opt_every *out)
+{
+    const size_t n = strlen(v);
+    char num[64];
+    long samples;
+
+    for (size_t i = 0; i < NUNITS; i++) {
+        const size_t k = strlen(time_units[i].suffix);
+        double x;
+        if (n <= k || n - k >= sizeof(num) || strcmp(v + n - k, time_units[i].suffix) != 0)
+            continue;
+        memcpy(num, v, n - k);
+        num[n - k] = '\0';
+        if (hp_parse_double(num, TIME_MIN, TIME_MAX, &x))
+            return -1;
+        *out = (struct hp_opt_every){.samples = 0, .seconds = x * time_units[i].scale};
+        return 0;
+    }
+    if (hp_parse_long(v, (long)r->min, (long)r->max, &samples))
+        return -1;
+    *out = (struct hp_opt_every){.samples = samples, .seconds = 0.0};
+    return 0;
+}
+
+static int has_control(const char *v)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return 1;
+    return 0;
+}
+
+/* v for a message: control characters as \xNN, cut with "..." to fit n (>= 8). */
+static void shown_value(const char *v, char *buf, size_t n)
+{
+    size_t len = 0;
+
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (len + 8 >= n) {
+            memcpy(buf + len, "...", 4);
+            return;
+        }
+        if (*p < 0x20 || *p == 0x7f)
+            len += (size_t)snprintf(buf + len, n - len, "\\x%02x", *p);
+        else
+            buf[len++] = (char)*p;
+    }
+    buf[len] = '\0';
+}
+
+/* A WORD value: its index, allowed by l. */
+static int parse_word(enum hp_opt o, const char *what, const char *v, const char *shown,
+                      const struct hp_optlimits *l, const char *allowed, long *out, char *err,
+                      size_t errlen)
+{
+    const struct hp_opt_info *r = &hp_opts[o];
+    const char *noun = r->flag ? r->flag : "value";
+
+    for (int i = 0; r->words[i]; i++) {
+        if (strcmp(v, r->words[i]) != 0)
+            continue;
+        if (l && !(l->words[o] & (1u << i))) {
+            snprintf(err, errlen, "%s=%s: %s not allowed on this cluster; allowed: %s", what, shown,
+                     noun, allowed);
+            return -1;
+        }
+        *out = i;
+        return 0;
+    }
+    snprintf(err, errlen, "%s=%s: unknown %s; allowed: %s", what, shown, noun, allowed);
+    return -1;
+}
+
 static int parse(enum hp_opt o, const char *what, const char *v, const struct hp_optlimits *l,
                  int check_files, union value *out, char *err, size_t errlen)
 {
     const struct hp_opt_info *r = &hp_opts[o];
-    char allowed[1200];
+    char allowed[1200], shown[1024];
 
     if (errlen)
         err[0] = '\0';
+    if (v)
+        shown_value(v, shown, sizeof(shown));
     if (r->type == HP_OT_FLAG) {
         if (!v || !*v || strcmp(v, "1") == 0) {
             out->i = 1;
             return 0;
         }
-        snprintf(err, errlen, "%s=%s: takes no value", what, v);
+        snprintf(err, errlen, "%s=%s: takes no value", what, shown);
         return -1;
     }
     if (!v) {
@@ -769,26 +385,31 @@ static int parse(enum hp_opt o, const char *what, const char *v, const struct hp
     case HP_OT_REAL:
         if (parse_number(r, l ? l->max[o] : r->max, v, out) == 0)
             return 0;
-        snprintf(err, errlen, "%s=%s: must be %s", what, v, allowed);
+        snprintf(err, errlen, "%s=%s: must be %s", what, shown, allowed);
+        return -1;
+    case HP_OT_EVERY:
+        if (parse_every(r, v, &out->every) == 0)
+            return 0;
+        snprintf(err, errlen, "%s=%s: must be %s", what, shown, allowed);
         return -1;
     case HP_OT_WORD:
-        for (int i = 0; r->words[i]; i++) {
-            if (strcmp(v, r->words[i]) != 0)
-                continue;
-            if (l && !(l->words[o] & (1u << i))) {
-                snprintf(err, errlen, "%s=%s: %s not allowed on this cluster; allowed: %s", what, v,
-                         r->flag, allowed);
-                return -1;
-            }
-            out->i = i;
-            return 0;
-        }
-        snprintf(err, errlen, "%s=%s: unknown %s; allowed: %s", what, v, r->flag, allowed);
-        return -1;
+        return parse_word(o, what, v, shown, l, allowed, &out->i, err, errlen);
     case HP_OT_MODEL:
-        if (check_model(what, v, l, check_files, allowed, err, errlen))
+        if (check_model(what, v, shown, l, check_files, allowed, err, errlen))
             return -1;
         out->s = v;
+        return 0;
+    case HP_OT_AUTOPATH:
+        if (strcmp(v, "auto") == 0) {
+            out->autopath = (struct hp_opt_autopath){.path = NULL, .automatic = 1};
+            return 0;
+        }
+        if (has_control(v)) {
+            snprintf(err, errlen, "%s=%s: a control character in the path; must be %s", what, shown,
+                     allowed);
+            return -1;
+        }
+        out->autopath = (struct hp_opt_autopath){.path = v, .automatic = 0};
         return 0;
     default:
         out->s = v;
@@ -812,7 +433,6 @@ int hp_opt_set(struct hp_options *opts, enum hp_opt o, const char *what, const c
                const struct hp_optlimits *l, int check_files, char *err, size_t errlen)
 {
     union value v;
-    char *field;
 
     if ((unsigned)o >= HP_OPT_COUNT) {
         snprintf(err, errlen, "%s: not a hetpipe option", what);
@@ -820,21 +440,23 @@ int hp_opt_set(struct hp_options *opts, enum hp_opt o, const char *what, const c
     }
     if (parse(o, what, value, l, check_files, &v, err, errlen))
         return -1;
-    field = (char *)opts + hp_opts[o].offset;
-    switch (hp_opts[o].type) {
-    case HP_OT_REAL:
-        memcpy(field, &v.d, sizeof(v.d));
-        break;
-    case HP_OT_TEXT:
-    case HP_OT_MODEL:
-        memcpy(field, &v.s, sizeof(v.s));
-        break;
-    default:
-        memcpy(field, &v.i, sizeof(v.i));
-        break;
-    }
+    memcpy((char *)opts + hp_opts[o].offset, value_of(&v, hp_opts[o].type), hp_opts[o].size);
     opts->given[o] = 1;
     return 0;
+}
+
+int hp_opt_env(struct hp_options *opts, enum hp_opt o, char *err, size_t errlen)
+{
+    const char *v;
+
+    if (errlen)
+        err[0] = '\0';
+    if ((unsigned)o >= HP_OPT_COUNT || !hp_opts[o].env)
+        return 1;
+    v = getenv(hp_opts[o].env);
+    if (!v || !*v)
+        return 1;
+    return hp_opt_set(opts, o, hp_opts[o].env, v, NULL, 0, err, errlen) ? -1 : 0;
 }
 
 void hp_options_init(struct hp_options *o, enum hp_cmd cmd)
@@ -845,7 +467,7 @@ void hp_options_init(struct hp_options *o, enum hp_cmd cmd)
     for (int i = 0; i < HP_OPT_COUNT; i++) {
         const char *d = hp_opt_default((enum hp_opt)i, cmd);
         if (d && *d && hp_opts[i].type != HP_OT_FLAG)
-            hp_opt_set(o, (enum hp_opt)i, hp_opts[i].flag, d, NULL, 0, err, sizeof(err));
+            hp_opt_set(o, (enum hp_opt)i, "default", d, NULL, 0, err, sizeof(err));
         o->given[i] = 0;
     }
 }
@@ -863,10 +485,57 @@ static int format_real(double x, char *buf, size_t n)
     return 0;
 }
 
+/* x moved by k units in the last place (x > 0; no libm in the plugin). */
+static double nudged(double x, int k)
+{
+    unsigned long long bits;
+
+    memcpy(&bits, &x, sizeof(bits));
+    bits += (unsigned long long)(long long)k;
+    memcpy(&x, &bits, sizeof(x));
+    return x;
+}
+
+/* A duration as NUMBER+unit that parse_every reads back as exactly `seconds`: the first unit
+ * (s, min, h) with a number in range whose product is exact (one exists for every parsed
+ * value: the number it was parsed from); else the nearest in the largest unit that fits. */
+static int format_duration(double seconds, char *buf, size_t n)
+{
+    char num[64];
+    int best = -1;
+
+    for (size_t i = 0; i < NUNITS; i++) {
+        const double x0 = seconds / time_units[i].scale;
+        if (x0 < TIME_MIN / 2 || x0 > TIME_MAX * 2)
+            continue;
+        best = (int)i;
+        for (int k = 0; k <= 4; k++) {
+            const double x = nudged(x0, k % 2 ? (k + 1) / 2 : -k / 2);
+            if (x < TIME_MIN || x > TIME_MAX || x * time_units[i].scale != seconds)
+                continue;
+            if (format_real(x, num, sizeof(num)))
+                return -1;
+            return (size_t)snprintf(buf, n, "%s%s", num, time_units[i].suffix) < n ? 0 : -1;
+        }
+    }
+    if (best < 0 || format_real(seconds / time_units[best].scale, num, sizeof(num)))
+        return -1;
+    return (size_t)snprintf(buf, n, "%s%s", num, time_units[best].suffix) < n ? 0 : -1;
+}
+
+static int format_text(const char *s, char *buf, size_t n)
+{
+    if (!s)
+        return 1;
+    return (size_t)snprintf(buf, n, "%s", s) < n ? 0 : -1;
+}
+
 int hp_opt_format(const struct hp_options *opts, enum hp_opt o, char *buf, size_t n)
 {
     const struct hp_opt_info *r = &hp_opts[o];
     const char *field = (const char *)opts + r->offset;
+    struct hp_opt_every e;
+    struct hp_opt_autopath a;
     long i;
     double d;
     const char *s;
@@ -879,27 +548,34 @@ int hp_opt_format(const struct hp_options *opts, enum hp_opt o, char *buf, size_
         memcpy(&d, field, sizeof(d));
         for (int k = 0; r->special && r->special[k].word; k++)
             if (d == r->special[k].value)
-                return (size_t)snprintf(buf, n, "%s", r->special[k].word) < n ? 0 : -1;
+                return format_text(r->special[k].word, buf, n);
         return format_real(d, buf, n);
     case HP_OT_TEXT:
     case HP_OT_MODEL:
         memcpy(&s, field, sizeof(s));
-        if (!s)
-            return 1;
-        return (size_t)snprintf(buf, n, "%s", s) < n ? 0 : -1;
+        return format_text(s, buf, n);
     case HP_OT_WORD:
         memcpy(&i, field, sizeof(i));
-        return (size_t)snprintf(buf, n, "%s", hp_opt_word(o, i)) < n ? 0 : -1;
+        return format_text(hp_opt_word(o, i), buf, n);
     case HP_OT_FLAG:
         memcpy(&i, field, sizeof(i));
-        if (!i)
-            return 1;
-        return (size_t)snprintf(buf, n, "1") < n ? 0 : -1;
+        return format_text(i ? "1" : NULL, buf, n);
+    case HP_OT_EVERY:
+        memcpy(&e, field, sizeof(e));
+        if (e.samples > 0)
+            return (size_t)snprintf(buf, n, "%ld", e.samples) < n ? 0 : -1;
+        return e.seconds > 0.0 ? format_duration(e.seconds, buf, n) : 1;
+    case HP_OT_AUTOPATH:
+        memcpy(&a, field, sizeof(a));
+        if (a.automatic)
+            return format_text("auto", buf, n);
+        /* a directory named auto, set other than by parsing: as a path */
+        return format_text(a.path && strcmp(a.path, "auto") == 0 ? "./auto" : a.path, buf, n);
     default:
         memcpy(&i, field, sizeof(i));
         for (int k = 0; r->special && r->special[k].word; k++)
             if ((double)i == r->special[k].value)
-                return (size_t)snprintf(buf, n, "%s", r->special[k].word) < n ? 0 : -1;
+                return format_text(r->special[k].word, buf, n);
         return (size_t)snprintf(buf, n, "%ld", i) < n ? 0 : -1;
     }
 }

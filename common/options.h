@@ -1,16 +1,21 @@
 /* options.h - the options table of record.
  *
- * Every option of the hetpipe commands, of hetpipe-rank and of the SPANK plugin has one row
- * in hp_opts[]: its command-line flag, for job options its --hetpipe-* name (the flag with
- * "hetpipe-" before it) and HETPIPE_* variable, its plan-file key, its type, default, hard
- * limits, the commands that take it and its help text. Parsing, limits, defaults and usage
- * texts all come from the row, so a value is checked against one set of hard limits wherever
- * it enters (command line, environment, plan file, plugstack.conf), once per process
- * boundary; a site's plugstack.conf may only narrow the limits (struct hp_optlimits).
+ * Every option of the hetpipe commands, of hetpipe-rank and of the SPANK plugin, and every
+ * HETPIPE_* variable, has one row: one HP_OPTION entry in common/options.def, from which the
+ * enum hp_opt, the field of struct hp_options and the row of hp_opts[] all come. A row holds
+ * the command-line flag (none for a variable only), the HETPIPE_* variable and the commands
+ * that read it, for job options (HP_OPTF_JOB) the --hetpipe-* name (the flag with "hetpipe-"
+ * before it) under which the plugin takes it at submit and exports it as the variable, its
+ * plan-file key, its type, default, hard limits, the commands that take it and its help text.
+ * Parsing, limits, defaults, usage texts and the plan file's option keys all come from the
+ * row, so a value is checked by the same code against one set of hard limits wherever it
+ * enters (command line, environment, plan file, plugstack.conf, the plugin at submit), once
+ * per process boundary; a site's plugstack.conf may only narrow the limits (hp_optlimits).
  *
- * Values live in struct hp_options, one field per row: INT, WORD and FLAG rows in a long (a
- * WORD's value is its index in the row's words), REAL rows in a double, TEXT and MODEL rows in
- * a const char * (pointing into what was parsed: argv, the environment, or a loaded file).
+ * Values live in struct hp_options, one field per row, of the row's type: INT, WORD and FLAG
+ * rows a long (a WORD's value is its index in the row's words), REAL rows a double, TEXT and
+ * MODEL rows a const char * (pointing into what was parsed: argv, the environment, or a
+ * loaded file), EVERY rows a struct hp_opt_every, AUTOPATH rows a struct hp_opt_autopath.
  *
  * libc only: the SPANK plugin links this file inside slurmstepd, so nothing here logs;
  * problems are described in the caller's buffer (err, errlen: always terminated).
@@ -36,90 +41,55 @@ enum hp_cmd {
     HP_CMD_COUNT
 };
 
+/* The rows, in the order of options.def. */
 enum hp_opt {
-    /* job options: also --hetpipe-NAME on sbatch, salloc and srun, HETPIPE_NAME in the job */
-    HP_OPT_POLICY,
-    HP_OPT_PLACEMENT,
-    HP_OPT_STALENESS,
-    HP_OPT_NM,
-    HP_OPT_RECOMPUTE,
-    HP_OPT_MODEL,
-    HP_OPT_BATCH,
-    HP_OPT_EPOCHS,
-    HP_OPT_CHECKPOINT_DIR,
-    HP_OPT_CHECKPOINT_EVERY,
-    HP_OPT_CHECKPOINT_KEEP,
-    HP_OPT_RESUME,
-    HP_OPT_TIMELINE,
-    HP_OPT_DRY_RUN,
-    /* planning */
-    HP_OPT_NM_MAX,
-    HP_OPT_SEED,
-    HP_OPT_CLUSTER,
-    HP_OPT_CONFIG,
-    HP_OPT_PROFILE,
-    HP_OPT_OUT,
-    HP_OPT_QUIET,
-    HP_OPT_VERBOSE,
-    /* training: hetpipe train, and every rank */
-    HP_OPT_LR,
-    HP_OPT_MOMENTUM,
-    HP_OPT_WEIGHT_DECAY,
-    HP_OPT_SCHEDULE,
-    HP_OPT_TRAIN_LIMIT,
-    HP_OPT_TEST_LIMIT,
-    HP_OPT_LOG_EVERY,
-    HP_OPT_DATA,
-    HP_OPT_METRICS,
-    HP_OPT_STEP_LOG,
-    HP_OPT_SAVE_PARAMS,
-    HP_OPT_DEVICE,
-    HP_OPT_THREADS,
-    /* ranks of a job */
-    HP_OPT_WEIGHT_LOG,
-    HP_OPT_STATS,
-    HP_OPT_TRACE,
-    HP_OPT_EVAL_EVERY,
-    HP_OPT_STOP_AT,
-    HP_OPT_TIMEOUT,
-    HP_OPT_NO_STASH,
-    HP_OPT_EMULATE,
-    /* hetpipe run, hetpipe launch, hetpipe-rank */
-    HP_OPT_LOCAL,
-    HP_OPT_KEEP,
-    HP_OPT_RUN_DIR,
-    HP_OPT_PLAN,
-    HP_OPT_SRUN,
-    HP_OPT_RANK,
-    HP_OPT_BOOT_DIR,
-    /* hetpipe model, time, profile */
-    HP_OPT_UNITS,
-    HP_OPT_STEPS,
-    HP_OPT_WARMUP,
-    HP_OPT_OP_PROFILE,
-    HP_OPT_TYPE,
-    /* hetpipe doctor */
-    HP_OPT_REQUIRE_GPU,
-    HP_OPT_NO_SLURM,
+#define HP_OPTION(id, field, type, ...) HP_OPT_##id,
+#include "options.def"
+#undef HP_OPTION
     HP_OPT_COUNT
 };
 
-/* The job options are the table's first rows. */
-#define HP_OPT_JOB_COUNT (HP_OPT_DRY_RUN + 1)
-
 enum hp_opt_type {
-    HP_OT_INT,   /* a decimal integer in [min, max], or one of the row's special words */
-    HP_OT_REAL,  /* a number in [min, max], or one of the row's special words */
-    HP_OT_WORD,  /* one of the row's words; the value is its index */
-    HP_OT_TEXT,  /* a non-empty string (a path, a name) */
-    HP_OT_MODEL, /* a model: NAME (letters, digits, '_', '.', '-') or a PATH (has a '/' or
-                    ends in .ini) */
-    HP_OT_FLAG   /* no value; 1 when given */
+    HP_OT_INT,      /* a decimal integer in [min, max], or one of the row's special words */
+    HP_OT_REAL,     /* a number in [min, max], or one of the row's special words */
+    HP_OT_WORD,     /* one of the row's words; the value is its index */
+    HP_OT_TEXT,     /* a non-empty string (a path, a name) */
+    HP_OT_MODEL,    /* a model: NAME (letters, digits, '_', '.', '-') or a PATH (has a '/' or
+                       ends in .ini) */
+    HP_OT_FLAG,     /* no value; 1 when given */
+    HP_OT_EVERY,    /* a count or a duration: N (an integer in [min, max]), or Nmin, Nh or Ns
+                       (N a number from 1e-3 to 1e7 of the unit) */
+    HP_OT_AUTOPATH, /* "auto", or a path: non-empty, no control characters */
 };
 
-/* Values of the schedule and device words (their order in the table). */
+/* An EVERY value: a count, or a time in seconds; both 0 when unset. */
+struct hp_opt_every {
+    long samples;
+    double seconds;
+};
+
+/* An AUTOPATH value: automatic ("auto"), or path; NULL and 0 when unset. */
+struct hp_opt_autopath {
+    const char *path; /* into what was parsed, as for TEXT */
+    int automatic;
+};
+
+/* The C type of a row's value, by its TYPE in options.def. */
+#define HP_OPT_CTYPE_INT long
+#define HP_OPT_CTYPE_REAL double
+#define HP_OPT_CTYPE_WORD long
+#define HP_OPT_CTYPE_TEXT const char *
+#define HP_OPT_CTYPE_MODEL const char *
+#define HP_OPT_CTYPE_FLAG long
+#define HP_OPT_CTYPE_EVERY struct hp_opt_every
+#define HP_OPT_CTYPE_AUTOPATH struct hp_opt_autopath
+
+/* Values of the schedule, device, HETPIPE_LIVENESS and HETPIPE_CLOCK_SYNC words (their order
+ * in the table). */
 enum hp_schedule { HP_SCHEDULE_COSINE, HP_SCHEDULE_CONSTANT };
 enum hp_device_choice { HP_DEVICE_CHOICE_CPU, HP_DEVICE_CHOICE_CUDA, HP_DEVICE_CHOICE_AUTO };
+enum hp_liveness { HP_LIVENESS_WATCH, HP_LIVENESS_EXIT };
+enum hp_clock_sync { HP_CLOCK_SYNC_AUTO, HP_CLOCK_SYNC_MEASURE };
 
 /* A word that stands for a number ("auto" = 0 for --nm). */
 struct hp_opt_special {
@@ -129,47 +99,41 @@ struct hp_opt_special {
 
 /* run and launch hand the option on to every rank (hetpipe-rank's command line). */
 #define HP_OPTF_PASS 1u
+/* A job option: also --hetpipe-FLAG on sbatch, salloc and srun, which the plugin checks at
+ * submit and exports as the row's variable (it has a flag and a variable). */
+#define HP_OPTF_JOB 2u
+/* Its plan key came later: a plan file without it is read with the row's default. */
+#define HP_OPTF_PLAN_OPTIONAL 4u
 
 struct hp_opt_info {
-    const char *flag; /* "staleness": --staleness on the command line */
-    const char *env;  /* job options: "HETPIPE_STALENESS" (and --hetpipe-staleness); else NULL */
+    const char *flag;     /* "staleness": --staleness on the command line; NULL: a variable only */
+    const char *env;      /* its variable ("HETPIPE_STALENESS"), or NULL */
+    unsigned env_cmds;    /* the commands that read env: bit 1 << enum hp_cmd */
     const char *plan_key; /* its key in the plan file's [plan] section, or NULL */
     enum hp_opt_type type;
     const char *arg; /* the value's name in usage texts ("D", "auto|N", "FILE"); NULL: flag */
     const char *const *words;             /* WORD: the values, NULL-terminated */
     const struct hp_opt_special *special; /* INT, REAL: words for numbers, {NULL} ended */
-    double min, max;                      /* INT, REAL: the hard limits */
+    double min, max;                      /* INT, REAL, EVERY (its count): the hard limits */
     double site_max; /* job INT options: the plugin's limit unless plugstack.conf says */
     const char *def; /* the default, as it would be written; NULL: none (0, NULL) */
     const char *cmd_def[HP_CMD_COUNT]; /* a command's own default, where it differs */
-    unsigned cmds;                     /* the commands that take it: bit 1 << enum hp_cmd */
+    unsigned cmds;                     /* the commands that take the flag: bit 1 << enum hp_cmd */
     unsigned flags;                    /* HP_OPTF_* */
     size_t offset;                     /* of its value in struct hp_options */
+    size_t size;                       /* of its value */
     const char *help;                  /* what it does, one phrase */
 };
 
 /* Indexed by enum hp_opt. */
 extern const struct hp_opt_info hp_opts[HP_OPT_COUNT];
 
-/* Every option's value (see the table for each one's type, limits and default). */
+/* Every option's value, one field per row (see the table for each one's type, limits and
+ * default). */
 struct hp_options {
-    long policy, placement, staleness, nm, recompute, batch, epochs, dry_run;
-    const char *model;
-    const char *checkpoint_dir, *checkpoint_every, *resume, *timeline;
-    long checkpoint_keep;
-    long nm_max, seed, quiet, verbose;
-    const char *cluster, *config, *profile, *out;
-    double lr, momentum, weight_decay;
-    long schedule, train_limit, test_limit, log_every, device, threads;
-    const char *data, *metrics, *step_log, *save_params;
-    const char *weight_log, *stats, *trace;
-    long eval_every, no_stash;
-    double stop_at, timeout, emulate;
-    long local, keep, rank;
-    const char *run_dir, *plan, *srun, *boot_dir;
-    long units, steps, warmup, op_profile;
-    const char *type;
-    long require_gpu, no_slurm;
+#define HP_OPTION(id, field, type, ...) HP_OPT_CTYPE_##type field;
+#include "options.def"
+#undef HP_OPTION
     unsigned char given[HP_OPT_COUNT]; /* set from the command line or the environment */
 };
 
@@ -185,7 +149,7 @@ struct hp_optlimits {
                                            they point into the argument they came from */
 };
 
-/* 1 if option o is a job option (--hetpipe-*, HETPIPE_*). */
+/* 1 if option o is a job option (HP_OPTF_JOB: --hetpipe-*, exported as HETPIPE_*). */
 int hp_opt_is_job(enum hp_opt o);
 
 /* The row of flag `name` among the options of command cmd, or -1. */
@@ -208,6 +172,13 @@ void hp_optlimits_init(struct hp_optlimits *l, int site);
  *   "--hetpipe-staleness=-1: must be an integer from 0 to 64" */
 int hp_opt_set(struct hp_options *opts, enum hp_opt o, const char *what, const char *value,
                const struct hp_optlimits *l, int check_files, char *err, size_t errlen);
+
+/* Option o's variable (hp_opts[o].env) from the environment into opts, through hp_opt_set
+ * with the variable's name as `what` and the hard limits: the one way a HETPIPE_* variable is
+ * read. 0 when it was set (given set); 1 when it is unset or empty, or o has no variable
+ * (opts unchanged); -1 with err "HETPIPE_STALENESS=-1: must be an integer from 0 to 1000000"
+ * (opts unchanged). Whether the command line wins is the caller's choice (opts->given). */
+int hp_opt_env(struct hp_options *opts, enum hp_opt o, char *err, size_t errlen);
 
 /* As hp_opt_set without storing the value (the plugin keeps the text). */
 int hp_opt_check(enum hp_opt o, const char *what, const char *value, const struct hp_optlimits *l,

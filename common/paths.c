@@ -2,6 +2,7 @@
 #include "paths.h"
 
 #include "error.h"
+#include "options.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -16,10 +17,10 @@ int hp_path_is_file(const char *name)
     return strchr(name, '/') || (len > 4 && strcmp(name + len - 4, ".ini") == 0);
 }
 
-int hp_path_find(const char *kind, const char *env, const char *name, char *buf, size_t n)
+int hp_path_find(const char *kind, enum hp_opt env, const char *name, char *buf, size_t n)
 {
-    char exe[PATH_MAX], dirs[5][PATH_MAX];
-    const char *e = getenv(env);
+    char exe[PATH_MAX], dirs[5][PATH_MAX], err[512];
+    struct hp_options e;
     int nd = 0;
     ssize_t el;
 
@@ -27,8 +28,10 @@ int hp_path_find(const char *kind, const char *env, const char *name, char *buf,
         return -HP_ENOTFOUND;
     if (hp_path_is_file(name))
         return (size_t)snprintf(buf, n, "%s", name) < n ? 0 : -HP_ENOTFOUND;
-    if (e && *e)
-        snprintf(dirs[nd++], PATH_MAX, "%.4000s", e);
+    memset(&e, 0, sizeof(e));
+    if (hp_opt_env(&e, env, err, sizeof(err)) == 0 &&
+        hp_opt_format(&e, env, dirs[nd], PATH_MAX) == 0)
+        nd++;
     snprintf(dirs[nd++], PATH_MAX, "etc/%s", kind);
     el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (el > 0) {

@@ -23,30 +23,6 @@ const char *hp_recompute_name(enum hp_recompute r)
     return hp_opt_word(HP_OPT_RECOMPUTE, r);
 }
 
-void hp_plan_opts_from(struct hp_plan_opts *po, const struct hp_options *o)
-{
-    *po = (struct hp_plan_opts){.policy = (enum hp_policy)o->policy,
-                                .placement = (enum hp_placement)o->placement,
-                                .recompute = (enum hp_recompute)o->recompute,
-                                .batch = (int)o->batch,
-                                .staleness = (int)o->staleness,
-                                .nm_max = (int)o->nm_max,
-                                .nm_fixed = (int)o->nm,
-                                .seed = (uint64_t)o->seed};
-}
-
-void hp_plan_opts_to(const struct hp_plan_opts *po, struct hp_options *o)
-{
-    o->policy = po->policy;
-    o->placement = po->placement;
-    o->recompute = po->recompute;
-    o->batch = po->batch;
-    o->staleness = po->staleness;
-    o->nm_max = po->nm_max;
-    o->nm = po->nm_fixed;
-    o->seed = (long)po->seed;
-}
-
 void hp_plan_release(struct hp_plan *plan)
 {
     free(plan->vws);

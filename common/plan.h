@@ -48,22 +48,16 @@ struct hp_vw_plan {
     double rate; /* images per second */
 };
 
-struct hp_plan_opts {
-    enum hp_policy policy;
-    enum hp_placement placement;
-    enum hp_recompute recompute; /* auto: only stages that would not fit otherwise */
-    int batch;                   /* minibatch per VW step */
-    int staleness;               /* D >= 0 */
-    int nm_max;                  /* upper bound of the Nm search (0: the VW's stage count) */
-    int nm_fixed;                /* > 0: use this Nm (0: auto) */
-    uint64_t seed;
-};
-
 struct hp_plan {
     int version;
     char model[4096]; /* the model's name, or the absolute path of its .ini */
     char cluster[HP_NODE_NAME_MAX];
-    struct hp_plan_opts opts;
+    /* The options it was planned with. The plan file carries the rows with a plan key (the
+     * table's: policy, placement, staleness, nm, recompute, batch, nm_max, seed; the model
+     * as `model` above, opts.model is not kept); the others are their defaults after a load.
+     * policy, placement and recompute as enum hp_policy, hp_placement and hp_recompute;
+     * nm 0: auto; nm_max 0: the VW's stage count. */
+    struct hp_options opts;
     enum hp_policy grouping; /* what auto chose (np, ed, hd, or auto for a snake grouping) */
     int nvws;
     struct hp_vw_plan *vws; /* owned */
@@ -81,11 +75,6 @@ struct hp_plan {
 const char *hp_policy_name(enum hp_policy p);
 const char *hp_placement_name(enum hp_placement p);
 const char *hp_recompute_name(enum hp_recompute r);
-
-/* The planning options of o (policy, placement, batch, staleness, nm, nm_max, seed), and
- * back (the other fields of o untouched). */
-void hp_plan_opts_from(struct hp_plan_opts *po, const struct hp_options *o);
-void hp_plan_opts_to(const struct hp_plan_opts *po, struct hp_options *o);
 
 void hp_plan_release(struct hp_plan *plan);
 

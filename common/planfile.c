@@ -18,7 +18,6 @@
 
 #define MAX_PLAN_GPUS 65536 /* the most GPUs of a cluster (cluster.c) */
 
-/* The [plan] keys that are options: written and read by the options table. */
 /* "key = value" that reads back as value, or an error naming what cannot be written. */
 static int write_str(FILE *f, const char *key, const char *value, const char *what)
 {
@@ -30,13 +29,12 @@ static int write_str(FILE *f, const char *key, const char *value, const char *wh
     return -HP_EINVAL;
 }
 
+/* The [plan] keys that are options: every row with a plan key, formatted from p->opts. */
 static int write_options(FILE *f, const struct hp_plan *p)
 {
-    struct hp_options o;
+    struct hp_options o = p->opts;
     char v[4200], what[256];
 
-    hp_options_init(&o, HP_CMD_PLAN);
-    hp_plan_opts_to(&p->opts, &o);
     o.model = p->model;
     for (int i = 0; i < HP_OPT_COUNT; i++) {
         if (!hp_opts[i].plan_key || hp_opt_format(&o, (enum hp_opt)i, v, sizeof(v)) != 0)
@@ -156,29 +154,22 @@ struct reader {
     int *rank_used, *gpu_used;
 };
 
-static const char *const plan_keys[] = {"version",
-                                        "cluster",
-                                        "model",
-                                        "policy",
-                                        "placement",
-                                        "recompute",
-                                        "staleness",
-                                        "nm",
-                                        "nm_max",
-                                        "batch",
-                                        "seed",
-                                        "grouping",
-                                        "token",
-                                        "units",
-                                        "vws",
-                                        "shards",
-                                        "ranks",
-                                        "rate",
-                                        "allreduce_s",
-                                        "wave_bytes_default",
-                                        "wave_bytes_local",
-                                        "unit_shard+",
-                                        NULL};
+/* The [plan] keys that are not options (those are the table's rows with a plan key). */
+static const char *const fixed_keys[] = {"version",
+                                         "cluster",
+                                         "grouping",
+                                         "token",
+                                         "units",
+                                         "vws",
+                                         "shards",
+                                         "ranks",
+                                         "rate",
+                                         "allreduce_s",
+                                         "wave_bytes_default",
+                                         "wave_bytes_local",
+                                         "unit_shard+",
+                                         NULL};
+#define NFIXED (sizeof(fixed_keys) / sizeof(fixed_keys[0]) - 1)
 static const char *const node_keys[] = {"name", "gpus+", "devices+", NULL};
 static const char *const vw_keys[] = {"nm", "stages", "rate", "bottleneck_s", "round_s", NULL};
 static const char *const stage_keys[] = {
@@ -237,40 +228,56 @@ static int split_list(struct reader *r, const char *sec, const char *key, int ma
     return n;
 }
 
-/* The [plan] keys that are options, through the options table (its hard limits). */
+/* Every key [plan] may have: the fixed ones, then the rows' plan keys; NULL-terminated. */
+static void plan_keys(const char **keys)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < NFIXED; i++)
+        keys[n++] = fixed_keys[i];
+    for (int i = 0; i < HP_OPT_COUNT; i++)
+        if (hp_opts[i].plan_key)
+            keys[n++] = hp_opts[i].plan_key;
+    keys[n] = NULL;
+}
+
+/* The [plan] keys that are options, through the options table (its hard limits), into
+ * p->opts (the others their defaults); a key that came later (HP_OPTF_PLAN_OPTIONAL) may be
+ * absent: its default. */
 static int read_options(struct reader *r)
 {
-    struct hp_options o;
+    struct hp_options *o = &r->p->opts, scratch;
     char what[4200], err[2048];
     const char *v;
 
-    hp_options_init(&o, HP_CMD_PLAN);
+    hp_options_init(o, HP_CMD_PLAN);
     for (int i = 0; i < HP_OPT_COUNT; i++) {
         if (!hp_opts[i].plan_key)
             continue;
-        /* recompute came later: a plan from before it has none, and no stage recomputes */
-        const int required = i != HP_OPT_RECOMPUTE;
+        const int required = !(hp_opts[i].flags & HP_OPTF_PLAN_OPTIONAL);
         if (hp_ini_get_str(r->ini, "plan", hp_opts[i].plan_key, required, hp_opts[i].def, &v))
             return -HP_ECONFIG;
         snprintf(what, sizeof(what), "%s: [plan]: %s", r->path, hp_opts[i].plan_key);
-        if (hp_opt_set(&o, (enum hp_opt)i, what, v, NULL, 0, err, sizeof(err)))
+        if (hp_opt_set(o, (enum hp_opt)i, what, v, NULL, 0, err, sizeof(err)))
             BAD("%s", err);
     }
-    hp_plan_opts_from(&r->p->opts, &o);
-    snprintf(r->p->model, sizeof(r->p->model), "%s", o.model);
+    snprintf(r->p->model, sizeof(r->p->model), "%s", o->model);
+    o->model = NULL; /* it pointed into the file: the plan's model is p->model */
+    memset(o->given, 0, sizeof(o->given));
     if (hp_ini_get_str(r->ini, "plan", "grouping", 1, NULL, &v))
         return -HP_ECONFIG;
     snprintf(what, sizeof(what), "%s: [plan]: grouping", r->path);
-    if (hp_opt_set(&o, HP_OPT_POLICY, what, v, NULL, 0, err, sizeof(err)))
+    hp_options_init(&scratch, HP_CMD_PLAN);
+    if (hp_opt_set(&scratch, HP_OPT_POLICY, what, v, NULL, 0, err, sizeof(err)))
         BAD("%s", err);
-    r->p->grouping = (enum hp_policy)o.policy;
+    r->p->grouping = (enum hp_policy)scratch.policy;
     return 0;
 }
 
 static int read_header(struct reader *r, char *token)
 {
     struct hp_plan *p = r->p;
-    const char *v;
+    const char *keys[NFIXED + HP_OPT_COUNT + 1], *v;
     int version;
 
     if (!hp_ini_has_section(r->ini, "plan"))
@@ -282,7 +289,8 @@ static int read_header(struct reader *r, char *token)
             "re-run hetpipe plan)",
             r->path, version, HP_PLAN_VERSION);
     p->version = version;
-    if (hp_ini_check_keys(r->ini, "plan", plan_keys) || read_options(r) ||
+    plan_keys(keys);
+    if (hp_ini_check_keys(r->ini, "plan", keys) || read_options(r) ||
         hp_ini_get_str(r->ini, "plan", "cluster", 1, NULL, &v))
         return -HP_ECONFIG;
     snprintf(p->cluster, sizeof(p->cluster), "%s", v);

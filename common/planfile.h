@@ -1,10 +1,12 @@
 /* planfile.h - the plan file: an INI file that the launcher writes and reads and the ranks
  * read (the plugin reads the binding file, binding.h, not the plan).
  *
- *   [plan]            version (= HP_PLAN_VERSION; others are refused), model, cluster, batch,
- *                     staleness, policy, grouping, placement, nm_max, nm_fixed, seed, token,
- *                     units, vws, shards, ranks, rate, allreduce_s, wave_bytes_default,
- *                     wave_bytes_local, unit_shard (comma-separated shard of every unit)
+ *   [plan]            version (= HP_PLAN_VERSION; others are refused), cluster, grouping,
+ *                     token, units, vws, shards, ranks, rate, allreduce_s, wave_bytes_default,
+ *                     wave_bytes_local, unit_shard (comma-separated shard of every unit), and
+ *                     the plan key of every row of the options table that has one
+ *                     (common/options.def: policy, placement, staleness, nm, recompute,
+ *                     model, batch, nm_max, seed), written and read through the table
  *   [node.N]          name, gpus (TYPE list in device order, comma-separated)
  *   [vw.V]            nm, stages, rate, bottleneck_s, round_s
  *   [vw.V.stage.S]    rank, node (index), device, type, first_unit, end_unit (exclusive),

@@ -602,9 +602,10 @@ int hp_cmd_doctor(int argc, char **argv)
     if (d->no_slurm)
         snprintf(d->skip_slurm, sizeof(d->skip_slurm), "--no-slurm");
     else {
-        const char *env = getenv("HETPIPE_SRUN");
-        if (env && *env) /* as hetpipe launch; one that does not run fails the checks */
-            snprintf(d->srun, sizeof(d->srun), "%s", env);
+        char err[512];
+        if (hp_opt_env(&o, HP_OPT_SRUN, err, sizeof(err)) == 0) /* as hetpipe launch; one that
+                                                                   does not run fails the checks */
+            snprintf(d->srun, sizeof(d->srun), "%s", o.srun);
         else if (find_in_path("srun", d->srun, sizeof(d->srun)))
             snprintf(d->skip_slurm, sizeof(d->skip_slurm),
                      "no srun on PATH (not a Slurm client; apt-get install slurm-client)");

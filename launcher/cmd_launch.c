@@ -144,9 +144,8 @@ static int write_files(struct launch *l)
 /* srun --mpi=pmix ... hetpipe-rank --plan FILE --config FILE [the ranks' options] */
 static int srun_args(struct launch *l)
 {
-    const char *srun = l->o.srun ? l->o.srun : getenv("HETPIPE_SRUN");
-
-    l->av[l->ac++] = srun && *srun ? srun : "srun";
+    /* --srun, else HETPIPE_SRUN (hp_cli_from_env), else srun from PATH */
+    l->av[l->ac++] = l->o.srun ? l->o.srun : "srun";
     l->av[l->ac++] = "--mpi=pmix";
     l->av[l->ac++] = "--kill-on-bad-exit=1";
     l->av[l->ac++] = hp_keep("--job-name=hetpipe-%lu", l->jobid);
@@ -278,8 +277,8 @@ static int run_srun(struct launch *l)
 
 static void print_srun(struct launch *l)
 {
-    setenv("HETPIPE_BINDING", l->bind_path, 1);
-    setenv("HETPIPE_RUN_DIR", l->dir, 1);
+    setenv(hp_opts[HP_OPT_BINDING].env, l->bind_path, 1);
+    setenv(hp_opts[HP_OPT_RUN_DIR].env, l->dir, 1);
     if (!getenv("OPENBLAS_NUM_THREADS"))
         setenv("OPENBLAS_NUM_THREADS", "1", 1); /* CPU ranks share the node's cores */
     printf("launch: %d tasks on %d nodes; binding in %s\nlaunch:", l->L.ntasks, l->a.nnodes,
@@ -300,7 +299,9 @@ static int checkpoints(struct launch *l)
     char cwd[4096];
     long n = 0;
 
-    if (!l->o.checkpoint_dir && (l->o.checkpoint_every || l->o.resume)) {
+    if (!l->o.checkpoint_dir &&
+        (l->o.checkpoint_every.samples || l->o.checkpoint_every.seconds > 0.0 ||
+         l->o.resume.automatic || l->o.resume.path)) {
         if (!base || !*base)
             base = getcwd(cwd, sizeof(cwd)) ? cwd : ".";
         snprintf(l->ckpt_dir, sizeof(l->ckpt_dir), "%s/hetpipe-%lu.ckpt", base, l->jobid);
@@ -308,10 +309,10 @@ static int checkpoints(struct launch *l)
         l->o.given[HP_OPT_CHECKPOINT_DIR] = 1;
     }
     if (restarts && !hp_parse_long(restarts, 1, 1L << 30, &n) && l->o.checkpoint_dir &&
-        !l->o.resume) {
+        !l->o.resume.path && !l->o.resume.automatic) {
         printf("launch: job %lu was requeued (restart %ld): resuming from its newest checkpoint\n",
                l->jobid, n);
-        l->o.resume = "auto";
+        l->o.resume = (struct hp_opt_autopath){.path = NULL, .automatic = 1};
         l->o.given[HP_OPT_RESUME] = 1;
     }
     if (l->o.checkpoint_dir)

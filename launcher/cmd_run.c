@@ -189,8 +189,8 @@ static void exec_rank(const struct local *L, int r, const char *parent)
     int fd;
 
     snprintf(rs, sizeof(rs), "%d", r);
-    setenv("HETPIPE_RANK", rs, 1);
-    setenv("HETPIPE_PARENT", parent, 1);
+    setenv(hp_opts[HP_OPT_RANK].env, rs, 1);
+    setenv(hp_opts[HP_OPT_PARENT].env, parent, 1);
     setenv("OPENBLAS_NUM_THREADS",
            getenv("OPENBLAS_NUM_THREADS") ? getenv("OPENBLAS_NUM_THREADS") : "1", 1);
     /* every rank is on this machine: UCX's network transports use loopback only (and listen
@@ -345,6 +345,10 @@ int hp_cmd_run(int argc, char **argv)
     if (!L->o.local) {
         hp_error("run: only --local is supported: it forks the ranks on this machine (inside a "
                  "Slurm allocation the ranks are started with hetpipe launch, srun --mpi=pmix)");
+        rc = 2;
+        goto out_status;
+    }
+    if (hp_job_check_checkpoints(&L->o, "run")) { /* before planning, and any rank */
         rc = 2;
         goto out_status;
     }

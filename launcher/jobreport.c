@@ -169,8 +169,8 @@ static void page_header(FILE *f, const struct hp_jobdata *d)
     for (int v = 0; v < p->nvws && len < 200; v++)
         len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d", v ? ", " : "", p->vws[v].nm);
     tag(f, "<dt>Nm</dt><dd>", "</dd>\n", "%s%s", buf, p->nvws > 1 ? " (per VW)" : "");
-    tag(f, "<dt>staleness D</dt><dd>", "</dd>\n", "%d", p->opts.staleness);
-    tag(f, "<dt>batch</dt><dd>", "</dd>\n", "%d per VW step", p->opts.batch);
+    tag(f, "<dt>staleness D</dt><dd>", "</dd>\n", "%ld", p->opts.staleness);
+    tag(f, "<dt>batch</dt><dd>", "</dd>\n", "%ld per VW step", p->opts.batch);
     for (int i = 0; i < d->nmetrics; i++)
         epochs = d->metrics[i].epoch > epochs ? d->metrics[i].epoch : epochs;
     tag(f, "<dt>epochs</dt><dd>", "</dd>\n", "%s%d", epochs ? "" : "unknown ", epochs);

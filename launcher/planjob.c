@@ -93,19 +93,17 @@ static int record_model(const char *model, struct hp_plan *plan)
 
 int hp_job_plan(const struct hp_options *o, const struct hp_alloc *alloc, struct hp_job *job)
 {
-    struct hp_plan_opts po;
     int rc;
 
     memset(job, 0, sizeof(*job));
-    hp_plan_opts_from(&po, o);
     if ((rc = load_config(o, job)) || (rc = load_cluster(o, alloc, job)) ||
         (rc = hp_model_load(o->model, &job->model)) ||
-        (rc = hp_cost_init(&job->cost, job->model, &job->db, po.batch)))
+        (rc = hp_cost_init(&job->cost, job->model, &job->db, (int)o->batch)))
         return rc;
-    job->cost.recompute = po.recompute;
+    job->cost.recompute = (enum hp_recompute)o->recompute;
     if (o->profile && (rc = hp_profile_apply(o->profile, &job->cost, &job->profiled)))
         return rc;
-    if ((rc = hp_plan_compute(&job->cost, &job->cl, &po, &job->plan)) ||
+    if ((rc = hp_plan_compute(&job->cost, &job->cl, o, &job->plan)) ||
         (rc = record_model(o->model, &job->plan)))
         return rc;
     return random_token(job->token);
@@ -156,7 +154,7 @@ void hp_job_print(const struct hp_job *job, FILE *f)
         fprintf(f, " (chose %s)",
                 p->grouping == HP_POLICY_AUTO ? "a speed-balanced grouping"
                                               : hp_policy_name(p->grouping));
-    fprintf(f, ", placement %s, staleness %d, minibatch %d, recompute %s\n",
+    fprintf(f, ", placement %s, staleness %ld, minibatch %ld, recompute %s\n",
             hp_placement_name(p->opts.placement), p->opts.staleness, p->opts.batch,
             hp_recompute_name(p->opts.recompute));
     for (int v = 0; v < p->nvws; v++)
@@ -203,11 +201,30 @@ static int absolute(const char *path, char *out, size_t n)
     return snprintf(out, n, "%s/%s", cwd, path) >= (int)n ? -1 : 0;
 }
 
+int hp_job_check_checkpoints(const struct hp_options *o, const char *cmd)
+{
+    if (o->checkpoint_dir)
+        return 0;
+    if (o->checkpoint_every.samples || o->checkpoint_every.seconds > 0.0) {
+        hp_error("%s: option '--checkpoint-every' needs '--checkpoint-dir DIR': where to write "
+                 "the checkpoints",
+                 cmd);
+        return -HP_EINVAL;
+    }
+    if (o->resume.automatic) {
+        hp_error("%s: option '--resume auto' needs '--checkpoint-dir DIR': where to look", cmd);
+        return -HP_EINVAL;
+    }
+    return 0;
+}
+
 int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n)
 {
     struct hp_ckpt_info ci;
     char why[512];
 
+    if (hp_job_check_checkpoints(o, cmd))
+        return -HP_EINVAL;
     if (o->checkpoint_dir) {
         if (absolute(o->checkpoint_dir, job->ckpt_dir, sizeof(job->ckpt_dir))) {
             hp_error("%s: option '--checkpoint-dir': the path is too long", cmd);
@@ -215,24 +232,22 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         }
         o->checkpoint_dir = job->ckpt_dir;
     }
-    if (!o->resume)
-        return 0;
-    if (!strcmp(o->resume, "auto")) {
-        if (!o->checkpoint_dir) {
-            hp_error("%s: option '--resume auto' needs '--checkpoint-dir DIR': where to look", cmd);
-            return -HP_EINVAL;
-        }
+    if (o->resume.automatic) {
         const int rc = hp_ckpt_latest(o->checkpoint_dir, &ci);
         if (rc < 0)
             return rc;
         if (rc > 0) {
             printf("%s: no checkpoint in %s: starting from the beginning\n", cmd,
                    o->checkpoint_dir);
-            o->resume = NULL;
+            o->resume = (struct hp_opt_autopath){.path = NULL, .automatic = 0};
+            o->given[HP_OPT_RESUME] = 0;
             return 0;
         }
-    } else if (hp_ckpt_check(o->resume, 1, &ci, why, sizeof(why))) {
-        hp_error("%s: option '--resume': %s is not a valid checkpoint: %s", cmd, o->resume, why);
+    } else if (!o->resume.path) {
+        return 0;
+    } else if (hp_ckpt_check(o->resume.path, 1, &ci, why, sizeof(why))) {
+        hp_error("%s: option '--resume': %s is not a valid checkpoint: %s", cmd, o->resume.path,
+                 why);
         return -HP_EDATA;
     }
     const struct hp_plan *p = &job->plan;
@@ -253,7 +268,7 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         hp_ckpt_info_release(&ci);
         return -HP_EINVAL;
     }
-    o->resume = buf;
+    o->resume = (struct hp_opt_autopath){.path = buf, .automatic = 0};
     printf("%s: resuming from checkpoint %ld in %s (epoch %ld, %ld samples trained, taken under "
            "%d VWs, %d ranks)\n",
            cmd, ci.seq, ci.dir, ci.epoch + 1, ci.samples, ci.nvws, ci.nranks);

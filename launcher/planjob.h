@@ -23,10 +23,10 @@ struct hp_job {
     struct hp_model *model;
     struct hp_cost cost; /* the model's costs as planned (profile applied); after hp_job_plan */
     struct hp_plan plan;
-    char token[33];    /* 32 hex digits, random, per job */
-    char config[4096]; /* the site config's absolute path, for the ranks */
+    char token[33];      /* 32 hex digits, random, per job */
+    char config[4096];   /* the site config's absolute path, for the ranks */
     char ckpt_dir[4096]; /* --checkpoint-dir made absolute (hp_job_resume) */
-    int profiled;      /* units with measured times (o->profile) */
+    int profiled;        /* units with measured times (o->profile) */
 };
 
 /* Plan a job: the site config (o->config, else the default path), the cluster (from `alloc`
@@ -44,10 +44,17 @@ int hp_job_load(const struct hp_options *o, const char *path, struct hp_job *job
  * and memory; the PS shards and bytes per wave, or dp's allreduce; the predicted rate. */
 void hp_job_print(const struct hp_job *job, FILE *f);
 
-/* --checkpoint-dir is made absolute (the ranks may start elsewhere). --resume: auto resolves to
- * the newest valid checkpoint in --checkpoint-dir (none: o->resume becomes NULL, a fresh start,
- * said on stdout), a DIR is checked whole (every file's CRC); its model, seed and batch must be
- * the job's. The path goes to buf and o->resume. `cmd` names the
+/* Checkpoint options that only work together: --checkpoint-every and --resume auto need
+ * --checkpoint-dir (where to write them, where to look). hetpipe run and launch check this
+ * before they start a rank (launch after giving --checkpoint-dir its default). 0, or
+ * -HP_EINVAL logged naming both options. `cmd` names the command in messages. */
+int hp_job_check_checkpoints(const struct hp_options *o, const char *cmd);
+
+/* hp_job_check_checkpoints, then: --checkpoint-dir is made absolute (the ranks may start
+ * elsewhere). --resume: auto resolves to the newest valid checkpoint in --checkpoint-dir
+ * (none: o->resume is unset, a fresh start, said on stdout), a DIR is checked whole (every
+ * file's CRC); its model, seed and batch must be the job's. The path goes to buf and
+ * o->resume.path (o->resume.automatic cleared: the ranks get the directory). `cmd` names the
  * command in messages. 0 or a negative code (logged). */
 int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n);
 

@@ -202,7 +202,7 @@ static void vw_key(const struct hp_cluster *cl, int *gpus, int n, int *key)
 }
 
 static int eval_grouping(const struct hp_cost *c, const struct hp_cluster *cl,
-                         const struct hp_plan_opts *o, const struct grouping *g,
+                         const struct hp_options *o, const struct grouping *g,
                          struct hp_vw_plan *vws, double *rate, int quiet)
 {
     struct memo *memo = calloc((size_t)g->ngroups, sizeof(*memo));
@@ -232,10 +232,10 @@ static int eval_grouping(const struct hp_cost *c, const struct hp_cluster *cl,
             hit->n = n;
             memcpy(hit->key, key, (size_t)n * 2 * sizeof(int));
             memcpy(hit->sorted, members, (size_t)n * sizeof(int));
-            const int nm_max = o->nm_max > 0 ? (o->nm_max < n ? o->nm_max : n) : n;
+            const int nm_max = o->nm_max > 0 ? (o->nm_max < n ? (int)o->nm_max : n) : n;
             if (quiet)
                 hp_log_set_quiet(1);
-            hit->rc = hp_partition_vw(c, cl, members, n, nm_max, o->nm_fixed, &hit->plan);
+            hit->rc = hp_partition_vw(c, cl, members, n, nm_max, (int)o->nm, &hit->plan);
             if (quiet)
                 hp_log_set_quiet(0);
         }
@@ -440,7 +440,7 @@ static double charge_sync(const struct hp_cost *c, const struct hp_cluster *cl,
 }
 
 int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
-                    const struct hp_plan_opts *o, struct hp_plan *p)
+                    const struct hp_options *o, struct hp_plan *p)
 {
     struct grouping g = {0}, best_g = {0};
     struct hp_vw_plan *vws = NULL;
@@ -448,10 +448,10 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
     double best = -1.0;
 
     memset(p, 0, sizeof(*p));
-    if (o->staleness < 0 || o->nm_fixed < 0 || o->batch < 1) {
-        hp_error("invalid planning options: staleness D = %d (allowed: >= 0), Nm = %d (allowed: "
-                 "auto or >= 1), minibatch %d (allowed: >= 1)",
-                 o->staleness, o->nm_fixed, o->batch);
+    if (o->staleness < 0 || o->nm < 0 || o->batch < 1) {
+        hp_error("invalid planning options: staleness D = %ld (allowed: >= 0), Nm = %ld (allowed: "
+                 "auto or >= 1), minibatch %ld (allowed: >= 1)",
+                 o->staleness, o->nm, o->batch);
         return -HP_EINVAL;
     }
     p->version = HP_PLAN_VERSION;

@@ -36,9 +36,11 @@
 #include "partition.h"
 #include "plan.h"
 
-/* Compute the plan. 0, or a negative code with the reason logged (a model that fits on no
+/* Compute the plan from the planning options of o (the rows with a plan key: policy,
+ * placement, staleness, nm, nm_max, recompute, batch, seed; it keeps a copy as plan->opts).
+ * 0, or a negative code with the reason logged (a model that fits on no
  * grouping, bad options). *plan is caller-owned: release with hp_plan_release. */
 int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
-                    const struct hp_plan_opts *o, struct hp_plan *plan);
+                    const struct hp_options *o, struct hp_plan *plan);
 
 #endif

@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "options.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -130,11 +131,12 @@ int hp_proc_run(const char *const *argv, double timeout_s, size_t max_out, struc
 
 int hp_rank_binary(const char *cmd, char *buf, size_t n)
 {
-    const char *env = getenv("HETPIPE_RANK_BIN");
+    struct hp_options e = {.rank_bin = NULL};
+    char err[512];
     ssize_t len = readlink("/proc/self/exe", buf, n > 16 ? n - 16 : 0);
 
-    if (env && *env)
-        snprintf(buf, n, "%s", env);
+    if (hp_opt_env(&e, HP_OPT_RANK_BIN, err, sizeof(err)) == 0)
+        snprintf(buf, n, "%s", e.rank_bin);
     else if (len > 0) {
         buf[len] = 0;
         char *slash = strrchr(buf, '/');
@@ -206,4 +208,3 @@ void hp_tail_file(const char *path, int lines, FILE *f)
     fflush(f);
     free(buf);
 }
-

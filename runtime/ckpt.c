@@ -5,7 +5,6 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "parse.h"
 #include "ps_client.h"
 
 #include <inttypes.h>
@@ -37,38 +36,6 @@ void hp_ckpt_signals(const char *dir)
 }
 
 /* ---- when ---- */
-
-int hp_ckpt_parse_every(const char *value, long *samples, double *seconds)
-{
-    static const struct {
-        const char *suffix;
-        double scale;
-    } units[] = {{"min", 60.0}, {"h", 3600.0}, {"s", 1.0}};
-    char num[64];
-
-    *samples = 0;
-    *seconds = 0.0;
-    if (!value)
-        return 0;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        const size_t n = strlen(value), k = strlen(units[i].suffix);
-        double x;
-        if (n > k && n - k < sizeof(num) && !strcmp(value + n - k, units[i].suffix)) {
-            memcpy(num, value, n - k);
-            num[n - k] = '\0';
-            if (hp_parse_double(num, 1e-3, 1e7, &x))
-                break;
-            *seconds = x * units[i].scale;
-            return 0;
-        }
-    }
-    if (!hp_parse_long(value, 1, 1L << 50, samples))
-        return 0;
-    hp_error("option '--checkpoint-every': '%s' is not allowed: give N training samples (an "
-             "integer >= 1), or a time: Nmin (minutes) or Nh (hours), e.g. 20000 or 30min",
-             value);
-    return -HP_EINVAL;
-}
 
 int hp_ckpt_cadence_init(struct hp_ckpt_cadence *c, const char *dir, long every_samples,
                          double every_s, long my_mb, long per_mb)

@@ -45,10 +45,6 @@ extern volatile sig_atomic_t hp_ckpt_requested;
  * SIGTERM ends the rank at once); without, SIGUSR1 is ignored and SIGTERM keeps its default. */
 void hp_ckpt_signals(const char *dir);
 
-/* --checkpoint-every: N samples, or Nmin / Nh of training (s: seconds, for tests). 0 or
- * -HP_EINVAL with an error naming the option and what is allowed. Unset (NULL): both 0. */
-int hp_ckpt_parse_every(const char *value, long *samples, double *seconds);
-
 /* When job points come and which checkpoints are due. */
 struct hp_ckpt_cadence {
     int on;           /* a checkpoint directory was given */

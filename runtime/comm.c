@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "options.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -383,8 +384,14 @@ int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
     comm->stop_limit_ms = 60000;
     comm->silent = -1;
     {
-        const char *lv = getenv("HETPIPE_LIVENESS");
-        comm->watch_stops = !(lv && !strcmp(lv, "exit"));
+        struct hp_options e = {.liveness = HP_LIVENESS_WATCH};
+        char err[512];
+        if (hp_opt_env(&e, HP_OPT_LIVENESS, err, sizeof(err)) < 0) {
+            hp_error("cannot create the transport: %s", err);
+            free(comm);
+            return -HP_EINVAL;
+        }
+        comm->watch_stops = e.liveness != HP_LIVENESS_EXIT;
     }
     memcpy(comm->token, token, HP_MSG_TOKEN_LEN);
     comm->peers = calloc((size_t)nranks, sizeof(*comm->peers));

@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "options.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,12 +20,13 @@ static const float mnist_mean = 0.2860f, mnist_std = 0.3530f;
 
 const char *hp_dataset_dir(const char *dir)
 {
-    const char *env = getenv("HETPIPE_DATA");
+    struct hp_options e = {.data = NULL};
+    char err[512];
 
     if (dir && *dir)
         return dir;
-    if (env && *env)
-        return env;
+    if (hp_opt_env(&e, HP_OPT_DATA, err, sizeof(err)) == 0) /* any non-empty text is one */
+        return e.data;
     return HP_FASHION_MNIST_DIR;
 }
 

@@ -455,8 +455,8 @@ int hp_ps_run(const struct hp_plan *plan, const struct hp_cluster *cl, const str
      * stopped worker still ends its wait) */
     if (!rc && sh.nclients == 0)
         sh.wait_ms = -1;
-    if (!rc && o->resume)
-        rc = hp_ckpt_load_shard(o->resume, db, plan, rank, sh.store);
+    if (!rc && o->resume.path)
+        rc = hp_ckpt_load_shard(o->resume.path, db, plan, rank, sh.store);
     for (int i = 0; i < sh.nclients; i++)
         if (sh.clients[i].floats * sizeof(float) > cap)
             cap = sh.clients[i].floats * sizeof(float);

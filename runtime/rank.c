@@ -6,9 +6,9 @@
  *   hetpipe-rank --plan FILE [--rank R --boot-dir DIR] [training options]
  *
  * The rank comes from PMIx when a PMIx server started the process, else from --rank (or
- * $HETPIPE_RANK). Options come from the table of record (common/options.h); the plan's own
- * (batch, staleness, seed, ...) from the plan file. Exit status 0 on success, 1 on any failure
- * (logged, naming the cause), 2 for a bad command line.
+ * $HETPIPE_RANK). Options and variables come from the table of record (common/options.h);
+ * the plan's own (batch, staleness, seed, ...) from the plan file. Exit status 0 on success, 1 on
+ * any failure (logged, naming the cause), 2 for a bad command line.
  */
 #include "backend.h"
 #include "binding.h"
@@ -22,7 +22,6 @@
 #include "model.h"
 #include "options.h"
 #include "emulate.h"
-#include "parse.h"
 #include "plan.h"
 #include "planfile.h"
 #include "ps_shard.h"
@@ -82,14 +81,15 @@ static void wd_arm(long rank, int nranks, int status)
 }
 
 /* Under Slurm: check what the plan gives rank `rank` against what this task has, and bind its
- * GPU. The SPANK plugin binds in slurmstepd (HETPIPE_BOUND, or HETPIPE_BIND_ERROR with why
- * not); without the plugin the rank binds itself from SLURM_STEP_GPUS. `b` is this task's
- * binding entry (NULL without a binding file). A mismatch is an error naming both sides. */
+ * GPU. The SPANK plugin binds in slurmstepd (o->bound and o->gpu from HETPIPE_BOUND and
+ * HETPIPE_GPU, or HETPIPE_BIND_ERROR with why not); without the plugin the rank binds itself
+ * from SLURM_STEP_GPUS. `b` is this task's binding entry (NULL without a binding file). A
+ * mismatch is an error naming both sides. */
 static int check_placement(const struct hp_plan *p, const struct hp_cluster *cl,
-                           const struct hp_gpudb *db, int rank, const struct hp_binding *b)
+                           const struct hp_gpudb *db, const struct hp_options *o, int rank,
+                           const struct hp_binding *b)
 {
     const char *here = getenv("SLURMD_NODENAME"), *step = getenv("SLURM_STEP_GPUS");
-    const char *bound = getenv("HETPIPE_BOUND");
     const struct hp_gpu *g = NULL;
     char role[160], dev[64], why[1200];
     int v, s;
@@ -112,12 +112,12 @@ static int check_placement(const struct hp_plan *p, const struct hp_cluster *cl,
     if (!g || !getenv("SLURM_STEP_ID"))
         return 0; /* a PS shard, or not under Slurm (hetpipe run --local emulates GPUs) */
     const char *node = cl->nodes[g->node].name;
-    if (bound && strcmp(bound, "1") == 0) {
-        const char *gpu = getenv("HETPIPE_GPU");
-        if (!gpu || hp_list_find(gpu, g->index) != 0) {
+    if (o->bound) {
+        if (!o->given[HP_OPT_GPU] || o->gpu != g->index) {
+            snprintf(dev, sizeof(dev), "%ld", o->gpu);
             hp_error("rank %d (%s) is planned on GPU %d of %s, but the plugin bound it to GPU "
                      "'%s'",
-                     rank, role, g->index, node, gpu ? gpu : "(none)");
+                     rank, role, g->index, node, o->given[HP_OPT_GPU] ? dev : "(none)");
             return -HP_ECONFIG;
         }
         return 0;
@@ -181,20 +181,13 @@ static int load_plan(struct rank *r)
     return 0;
 }
 
-/* PMIx under srun, else the address files of hetpipe run --local (--rank, --boot-dir). */
+/* PMIx under srun, else the address files of hetpipe run --local (--rank, --boot-dir, or
+ * their variables). */
 static int bootstrap(struct rank *r)
 {
-    const char *rank_env = getenv("HETPIPE_RANK");
-    const char *dir = r->o.boot_dir ? r->o.boot_dir : getenv("HETPIPE_BOOT_DIR");
-
     if (hp_boot_pmix_present())
         return hp_boot_pmix_open(&r->boot);
-    if (!r->o.given[HP_OPT_RANK] && rank_env &&
-        hp_parse_long(rank_env, 0, (long)hp_opts[HP_OPT_RANK].max, &r->rank)) {
-        hp_error("HETPIPE_RANK='%s' is not a rank", rank_env);
-        return -HP_EINVAL;
-    }
-    if (r->rank < 0 || !dir) {
+    if (r->rank < 0 || !r->o.boot_dir) {
         hp_error("not started by a PMIx server (srun --mpi=pmix), so --rank (or $HETPIPE_RANK) "
                  "and --boot-dir (or $HETPIPE_BOOT_DIR) are required");
         return -HP_EINVAL;
@@ -203,19 +196,19 @@ static int bootstrap(struct rank *r)
         hp_error("rank %ld is out of range: the plan has %d ranks", r->rank, r->plan.nranks);
         return -HP_EINVAL;
     }
-    return hp_boot_local_open(dir, (int)r->rank, r->plan.nranks, &r->boot);
+    return hp_boot_local_open(r->o.boot_dir, (int)r->rank, r->plan.nranks, &r->boot);
 }
 
 /* Tasks of a step started by hetpipe launch: the binding file says which rank each task runs
  * (a hetjob groups tasks by component, not in rank order); then this task's placement. */
 static int bind_rank(struct rank *r)
 {
-    const char *path = getenv("HETPIPE_BINDING");
+    const char *path = r->o.binding;
     const struct hp_binding *mine = NULL;
     int *rank_of = NULL, rc;
 
-    if (getenv("HETPIPE_BIND_ERROR")) {
-        hp_error("%s", getenv("HETPIPE_BIND_ERROR"));
+    if (r->o.bind_error) {
+        hp_error("%s", r->o.bind_error);
         return -HP_ECONFIG;
     }
     if (path) {
@@ -239,7 +232,7 @@ static int bind_rank(struct rank *r)
                  r->plan.nranks);
         return -HP_ECONFIG;
     }
-    return check_placement(&r->plan, &r->cl, &r->db, (int)r->rank, mine);
+    return check_placement(&r->plan, &r->cl, &r->db, &r->o, (int)r->rank, mine);
 }
 
 static int run_role(struct rank *r)
@@ -298,6 +291,23 @@ static int rank_release(struct rank *r, int rc)
     return rc ? 1 : r->stopped ? HP_CKPT_EXIT : 0;
 }
 
+/* What hetpipe run, hetpipe launch and the plugin tell a rank in its environment, each through
+ * its row (HETPIPE_PARENT, HETPIPE_BINDING, HETPIPE_BIND_ERROR, HETPIPE_BOUND, HETPIPE_GPU):
+ * into o, checked; 0, or -1 logged naming the variable. */
+static int read_variables(struct hp_options *o)
+{
+    static const enum hp_opt vars[] = {HP_OPT_PARENT, HP_OPT_BINDING, HP_OPT_BIND_ERROR,
+                                       HP_OPT_BOUND, HP_OPT_GPU};
+    char err[1200];
+
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        if (hp_opt_env(o, vars[i], err, sizeof(err)) < 0) {
+            hp_error("%s", err);
+            return -1;
+        }
+    return 0;
+}
+
 /* The command line; 0 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, struct rank *r)
 {
@@ -307,6 +317,8 @@ static int parse_args(int argc, char **argv, struct rank *r)
     rc = hp_cli_parse(HP_CMD_RANK, synopsis, argc, argv, &r->o, &rest);
     if (rc)
         return rc > 0 ? 0 : 2;
+    if (hp_cli_from_env(&r->o, HP_CMD_RANK) || read_variables(&r->o))
+        return 2;
     if (rest < argc) {
         hp_error("unexpected argument '%s' (see hetpipe-rank --help)", argv[rest]);
         return 2;
@@ -319,6 +331,11 @@ static int parse_args(int argc, char **argv, struct rank *r)
     if (r->o.emulate < 0) {
         hp_error("option '--emulate': auto is for hetpipe run, which measures this machine; a "
                  "rank takes the scale itself (a number, or off)");
+        return 2;
+    }
+    if (r->o.resume.automatic) {
+        hp_error("option '--resume': auto is for hetpipe run and hetpipe launch, which find the "
+                 "newest checkpoint; a rank takes the checkpoint's directory");
         return 2;
     }
     r->rank = r->o.given[HP_OPT_RANK] ? r->o.rank : -1;
@@ -336,11 +353,9 @@ int main(int argc, char **argv)
         hp_backend_cpu_set_threads((int)r.o.threads);
     hp_ckpt_signals(r.o.checkpoint_dir);
     /* started by hetpipe run --local: die with the launcher, also when stopped (SIGKILL) */
-    if (getenv("HETPIPE_PARENT")) {
-        long parent;
+    if (r.o.given[HP_OPT_PARENT]) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (!hp_parse_long(getenv("HETPIPE_PARENT"), 1, 1L << 30, &parent) &&
-            getppid() != (pid_t)parent)
+        if (getppid() != (pid_t)r.o.parent)
             return 1;
     }
     rc = load_plan(&r);

@@ -5,6 +5,7 @@
 #include "comm.h"
 #include "error.h"
 #include "log.h"
+#include "options.h"
 #include "output.h"
 #include "parse.h"
 
@@ -84,8 +85,13 @@ int hp_tl_sync_clock(struct hp_comm *comm, int rank, int nranks, int timeout_ms)
     }
     /* on rank 0's host the clocks are one: a measured offset would only be noise
      * (HETPIPE_CLOCK_SYNC=measure keeps it: the tests of the measurement) */
-    const char *how = getenv("HETPIPE_CLOCK_SYNC");
-    if (!rc && rank > 0 && !(how && strcmp(how, "measure") == 0) &&
+    struct hp_options how = {.clock_sync = HP_CLOCK_SYNC_AUTO};
+    char err[512];
+    if (!rc && hp_opt_env(&how, HP_OPT_CLOCK_SYNC, err, sizeof(err)) < 0) {
+        hp_error("timeline: %s", err);
+        return -HP_EINVAL;
+    }
+    if (!rc && rank > 0 && how.clock_sync != HP_CLOCK_SYNC_MEASURE &&
         memcmp(theirs, mine, BOOT_ID_LEN) == 0 && strcmp(mine, "unknown") != 0)
         hp_tl_clock_offset_s = 0.0;
     if (rc)

@@ -666,7 +666,7 @@ static int sync_setup(struct worker *w)
 {
     struct hp_ckpt_source src;
     const double t0 = hp_now_s();
-    const char *dir = w->o->resume;
+    const char *dir = w->o->resume.path;
     int rc = 0;
 
     if (dir) {
@@ -757,8 +757,6 @@ static int run_setup(struct worker *w)
         .wait_ms = w->wait_ms,
         .clock = &w->clock,
     };
-    long every_samples = 0;
-    double every_s = 0.0;
     int rc = hp_report_open(&rj, &w->rep);
 
     w->jp = (struct hp_jobpoint){.comm = w->comm,
@@ -779,11 +777,10 @@ static int run_setup(struct worker *w)
                                  .parent = o->checkpoint_dir,
                                  .plan_path = o->plan,
                                  .keep = (int)o->checkpoint_keep};
-    if (!rc && hp_ckpt_parse_every(o->checkpoint_every, &every_samples, &every_s))
-        rc = -HP_EINVAL;
     if (!rc)
-        rc = hp_ckpt_cadence_init(&w->cadence, o->checkpoint_dir, every_samples, every_s,
-                                  w->n.my_mb, (long)w->nvws * w->batch);
+        rc = hp_ckpt_cadence_init(&w->cadence, o->checkpoint_dir, o->checkpoint_every.samples,
+                                  o->checkpoint_every.seconds, w->n.my_mb,
+                                  (long)w->nvws * w->batch);
     if (!rc)
         rc = timeline_open(w);
     return rc;

@@ -37,13 +37,14 @@ SPANK_PLUGIN(hetpipe, 1);
 static struct hp_optlimits limits;
 /* copies of the plugstack arguments: limits.defaults point into it */
 static char argstore[8192];
-/* the options given, by enum hp_opt; value[o] is "" for the flag */
-static char value[HP_OPT_JOB_COUNT][VALUE_MAX];
-static int given[HP_OPT_JOB_COUNT];
+/* The job options given, by enum hp_opt (only the job options' entries are used); value[o]
+ * is "" for the flag. */
+static char value[HP_OPT_COUNT][VALUE_MAX];
+static int given[HP_OPT_COUNT];
 
-static char optname[HP_OPT_JOB_COUNT][SPANK_OPTION_MAXLEN + 1];
-static char usage[HP_OPT_JOB_COUNT][2400];
-static struct spank_option opts[HP_OPT_JOB_COUNT];
+static char optname[HP_OPT_COUNT][SPANK_OPTION_MAXLEN + 1];
+static char usage[HP_OPT_COUNT][2400];
+static struct spank_option opts[HP_OPT_COUNT];
 
 /* Allocator (sbatch, salloc) and local (srun) contexts check the options where the user can
  * see the error and the job is not yet queued. */
@@ -60,7 +61,7 @@ static int option_cb(int val, const char *arg, int remote)
     const char *v = arg ? arg : "";
     char err[2048], what[SPANK_OPTION_MAXLEN + 3];
 
-    if (val < 0 || val >= HP_OPT_JOB_COUNT) {
+    if (!hp_opt_is_job(o)) {
         slurm_error("spank_hetpipe: option callback for unknown option %d", val);
         return -1;
     }
@@ -84,8 +85,10 @@ static int option_cb(int val, const char *arg, int remote)
 /* Build the option table, with usage texts that give the allowed values and the default. */
 static void build_options(void)
 {
-    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
+    for (int o = 0; o < HP_OPT_COUNT; o++) {
         char allowed[1200], dflt[VALUE_MAX + 32];
+        if (!hp_opt_is_job((enum hp_opt)o))
+            continue;
         const int flag = hp_opts[o].type == HP_OT_FLAG;
         /* what a job gets without the option: hetpipe launch's default */
         const char *builtin = hp_opt_default((enum hp_opt)o, HP_CMD_LAUNCH);
@@ -134,8 +137,10 @@ static void parse_args(int ac, char **av)
             used += len + 1;
     }
     /* a default checked before a later limit or models= may no longer pass */
-    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
+    for (int o = 0; o < HP_OPT_COUNT; o++) {
         char what[64];
+        if (!hp_opt_is_job((enum hp_opt)o))
+            continue;
         snprintf(what, sizeof(what), "default_%s", hp_opts[o].flag);
         if (limits.defaults[o] &&
             hp_opt_check((enum hp_opt)o, what, limits.defaults[o], &limits, 0, err, sizeof(err))) {
@@ -154,7 +159,9 @@ EXPORT int slurm_spank_init(spank_t sp, int ac, char **av)
     memset(given, 0, sizeof(given));
     parse_args(ac, av);
     build_options();
-    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
+    for (int o = 0; o < HP_OPT_COUNT; o++) {
+        if (!hp_opt_is_job((enum hp_opt)o))
+            continue;
         spank_err_t rc = spank_option_register(sp, &opts[o]);
         if (rc != ESPANK_SUCCESS &&
             (c == S_CTX_ALLOCATOR || c == S_CTX_LOCAL || c == S_CTX_REMOTE)) {
@@ -172,11 +179,12 @@ EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 
     if (!submitting())
         return 0;
-    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
+    for (int o = 0; o < HP_OPT_COUNT; o++) {
         char what[SPANK_OPTION_MAXLEN + 3];
+        if (!given[o])
+            continue;
         snprintf(what, sizeof(what), "--hetpipe-%s", hp_opts[o].flag);
-        if (given[o] &&
-            hp_opt_check((enum hp_opt)o, what, value[o], &limits, 1, err, sizeof(err))) {
+        if (hp_opt_check((enum hp_opt)o, what, value[o], &limits, 1, err, sizeof(err))) {
             slurm_error("%s", err);
             rc = -1;
         }
@@ -202,15 +210,17 @@ EXPORT int slurm_spank_user_init(spank_t sp, int ac, char **av)
 
     if (spank_remote(sp) != 1)
         return 0;
-    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
+    for (int o = 0; o < HP_OPT_COUNT; o++) {
         const int is_flag = hp_opts[o].type == HP_OT_FLAG;
+        if (!hp_opt_is_job((enum hp_opt)o))
+            continue;
         if (given[o])
             rc |= setenv_logged(sp, hp_opts[o].env, is_flag ? "1" : value[o], 1);
         else if (limits.defaults[o])
             rc |= setenv_logged(sp, hp_opts[o].env, is_flag ? "1" : limits.defaults[o], 0);
     }
     if (limits.config_given)
-        rc |= setenv_logged(sp, "HETPIPE_CONF", limits.config, 0);
+        rc |= setenv_logged(sp, hp_opts[HP_OPT_CONFIG].env, limits.config, 0);
     return rc ? -1 : 0;
 }
 
@@ -252,9 +262,17 @@ static int getenv_opt(spank_t sp, const char *var, char *buf, int n)
 static int bind_fail(spank_t sp, const char *msg)
 {
     slurm_error("%s", msg);
-    if (spank_unsetenv(sp, "HETPIPE_BOUND") != ESPANK_SUCCESS)
-        slurm_error("spank_hetpipe: cannot unset HETPIPE_BOUND");
-    setenv_logged(sp, "HETPIPE_BIND_ERROR", msg, 1);
+    if (spank_unsetenv(sp, hp_opts[HP_OPT_BOUND].env) != ESPANK_SUCCESS)
+        slurm_error("spank_hetpipe: cannot unset %s", hp_opts[HP_OPT_BOUND].env);
+    setenv_logged(sp, hp_opts[HP_OPT_BIND_ERROR].env, msg, 1);
+    return 0;
+}
+
+/* A task bound: no error left from before. */
+static int bound(spank_t sp)
+{
+    if (spank_unsetenv(sp, hp_opts[HP_OPT_BIND_ERROR].env) != ESPANK_SUCCESS)
+        slurm_error("spank_hetpipe: cannot unset %s", hp_opts[HP_OPT_BIND_ERROR].env);
     return 0;
 }
 
@@ -272,12 +290,17 @@ EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
 
     if (spank_remote(sp) != 1)
         return 0;
-    rc = spank_getenv(sp, "HETPIPE_BINDING", path, sizeof(path));
+    rc = spank_getenv(sp, hp_opts[HP_OPT_BINDING].env, path, sizeof(path));
     if (rc == ESPANK_ENV_NOEXIST)
         return 0;
     if (rc != ESPANK_SUCCESS) {
-        snprintf(msg, sizeof(msg), "spank_hetpipe: cannot read HETPIPE_BINDING: %s",
+        snprintf(msg, sizeof(msg), "spank_hetpipe: cannot read %s: %s", hp_opts[HP_OPT_BINDING].env,
                  spank_strerror(rc));
+        return bind_fail(sp, msg);
+    }
+    if (hp_opt_check(HP_OPT_BINDING, hp_opts[HP_OPT_BINDING].env, path, NULL, 0, why,
+                     sizeof(why))) {
+        snprintf(msg, sizeof(msg), "spank_hetpipe: %s", why);
         return bind_fail(sp, msg);
     }
     /* The binding's TASK is SLURM_PROCID. In a heterogeneous step S_TASK_GLOBAL_ID counts
@@ -332,11 +355,9 @@ EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
     if (e.device < 0) {
         /* a parameter-server task: no GPU */
         if (setenv_logged(sp, "CUDA_VISIBLE_DEVICES", "", 1) ||
-            setenv_logged(sp, "HETPIPE_BOUND", "1", 1))
+            setenv_logged(sp, hp_opts[HP_OPT_BOUND].env, "1", 1))
             return 0;
-        if (spank_unsetenv(sp, "HETPIPE_BIND_ERROR") != ESPANK_SUCCESS)
-            slurm_error("spank_hetpipe: cannot unset HETPIPE_BIND_ERROR");
-        return 0;
+        return bound(sp);
     }
     if (hp_binding_visible_device(step, cvd, e.device, dev, sizeof(dev), why, sizeof(why))) {
         snprintf(msg, sizeof(msg),
@@ -348,9 +369,8 @@ EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     snprintf(procid, sizeof(procid), "%d", e.device);
     if (setenv_logged(sp, "CUDA_VISIBLE_DEVICES", dev, 1) ||
-        setenv_logged(sp, "HETPIPE_GPU", procid, 1) || setenv_logged(sp, "HETPIPE_BOUND", "1", 1))
+        setenv_logged(sp, hp_opts[HP_OPT_GPU].env, procid, 1) ||
+        setenv_logged(sp, hp_opts[HP_OPT_BOUND].env, "1", 1))
         return 0;
-    if (spank_unsetenv(sp, "HETPIPE_BIND_ERROR") != ESPANK_SUCCESS)
-        slurm_error("spank_hetpipe: cannot unset HETPIPE_BIND_ERROR");
-    return 0;
+    return bound(sp);
 }

@@ -303,6 +303,12 @@ type_of() {
     echo "$output"
     [ "$status" -ne 0 ]
     [[ "$output" == *"HETPIPE_STALENESS=-1"* ]]
+    # a typed variable: checked by the table as the plugin checks --hetpipe-checkpoint-every
+    run timeout 60 env HETPIPE_CHECKPOINT_EVERY=banana salloc -N1 --gres=gpu:1 "$HETPIPE" \
+        launch --dry-run
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"launch: HETPIPE_CHECKPOINT_EVERY=banana: must be N training samples"* ]]
     run timeout 60 salloc -N1 --gres=gpu:1 "$HETPIPE" launch --dry-run --policy fast
     echo "$output"
     [ "$status" -ne 0 ]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # The architecture's rules (tests/layering.py, ARCHITECTURE.md): layers point one way, the rank
 # program links no planner or libslurm, the plugin only the C library, no shell from C, no
-# function over 120 lines. Each rule must pass on this tree and fail on a tree or program that
-# breaks it.
+# function over 120 lines, every HETPIPE_* variable a row of the options table. Each rule must
+# pass on this tree and fail on a tree or program that breaks it.
 
 setup() {
     ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
@@ -75,6 +75,23 @@ check_src() {
     check_src
     [ "$status" -eq 1 ]
     [[ "$output" == *"runtime/emulate.c:"*": long_one has 125 lines"* ]]
+}
+
+@test "a HETPIPE_* variable that is no row of the options table is refused" {
+    copy_tree
+    check_src
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"ok   every HETPIPE_* variable is a row of the options table"* ]]
+    printf 'static const char *f(void)\n{\n    return getenv("HETPIPE_SECRET_KNOB");\n}\n' \
+        >> "$TMP/src/runtime/emulate.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"runtime/emulate.c:"*": HETPIPE_SECRET_KNOB is no row's variable"* ]]
+    # a row for it makes it one
+    printf 'HP_OPTION(SECRET_KNOB, secret_knob, TEXT, .env = "HETPIPE_SECRET_KNOB")\n' \
+        >> "$TMP/src/common/options.def"
+    check_src
+    [ "$status" -eq 0 ]
 }
 
 @test "a rank program with the planner or libslurm, a plugin with more than libc, are refused" {

@@ -9,7 +9,9 @@ Sources (under --root, default the checkout):
     those or a common header that is not libc-only;
   - runtime/ includes no launcher/ header; no layer includes spank/;
   - no C source calls system() or popen() (paths may hold any character);
-  - no function outside tests/ is longer than MAX_FUNC lines.
+  - no function outside tests/ is longer than MAX_FUNC lines;
+  - every HETPIPE_* variable a C source names is a row's variable (.env in common/options.def),
+    read through the options table.
 Programs (under --build, default build/; skipped when not built):
   - hetpipe-rank links neither libslurm nor the planner (no hp_plan_compute, hp_cost_*,
     hp_partition_*, hp_slurm_*, hp_job_* symbols);
@@ -47,14 +49,15 @@ def sources(root, folder, exts=("c", "h", "cu", "cuh")):
 
 
 def headers(root, folder):
-    return {os.path.basename(p) for p in sources(root, folder, ("h", "cuh"))}
+    """What may be included: headers, and X-macro lists (.def) such as common/options.def."""
+    return {os.path.basename(p) for p in sources(root, folder, ("h", "cuh", "def"))}
 
 
 def check_includes(root):
     bad = []
     common = headers(root, "common")
     launcher = headers(root, "launcher")
-    libc_headers = {m + ".h" for m in LIBC_ONLY}
+    libc_headers = {m + ".h" for m in LIBC_ONLY} | {"options.def"}
     for path in sources(root, "common"):
         mod = os.path.splitext(os.path.basename(path))[0]
         for kind, name in includes(path):
@@ -129,6 +132,28 @@ def check_functions(root):
     return bad
 
 
+ENV_ROW = re.compile(r'\.env\s*=\s*"(HETPIPE_[A-Z_]+)"')
+ENV_NAME = re.compile(r"HETPIPE_[A-Z_]+")
+
+
+def check_variables(root):
+    table = os.path.join(root, "common", "options.def")
+    if not os.path.exists(table):
+        return [f"{os.path.relpath(table, root)}: missing"]
+    with open(table, encoding="utf-8", errors="replace") as f:
+        rows = set(ENV_ROW.findall(f.read()))
+    bad = []
+    for folder in ("common", "runtime", "launcher", "spank"):
+        for path in sources(root, folder):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    for name in ENV_NAME.findall(line):
+                        if name not in rows:
+                            bad.append(f"{os.path.relpath(path, root)}:{n}: {name} is no row's "
+                                       "variable (add it to common/options.def)")
+    return bad
+
+
 def tool(*argv):
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
@@ -185,6 +210,8 @@ def main():
     ok = report("includes point one way (common <- runtime, launcher)", check_includes(a.root))
     ok &= report("no shell from C", check_no_shell(a.root))
     ok &= report(f"no function over {MAX_FUNC} lines", check_functions(a.root))
+    ok &= report("every HETPIPE_* variable is a row of the options table",
+                 check_variables(a.root))
     for name, path, check in (("hetpipe-rank links no planner and no libslurm", rank, check_rank),
                               ("the plugin links only the C library", plugin, check_plugin)):
         if os.path.exists(path):

@@ -185,20 +185,38 @@ signalled() {
     echo "$output" | grep -q "resumed from checkpoint"
 }
 
-@test "checkpoint options: bad values are named with what is allowed" {
+@test "checkpoint options: bad values are named with what is allowed, before any rank starts" {
     run "$HETPIPE" run --local --epochs 1 --train-limit 640 --checkpoint-dir "$TMP/ck" \
         --checkpoint-every 10parsecs
-    [ "$status" -ne 0 ]
-    echo "$output" | grep -q "option '--checkpoint-every': '10parsecs' is not allowed: give N training samples"
+    [ "$status" -eq 2 ]
+    echo "$output" | grep -qF -- "--checkpoint-every=10parsecs: must be N training samples (an integer from 1 to 1125899906842624), or a training time: Nmin (minutes), Nh (hours)"
+    for bad in 0 -5 1e3 0min banana; do
+        run "$HETPIPE" run --local --checkpoint-dir "$TMP/ck" --checkpoint-every "$bad"
+        [ "$status" -eq 2 ]
+        echo "$output" | grep -qF -- "--checkpoint-every=$bad: must be N training samples"
+    done
+    # without --checkpoint-dir: refused before planning, so before any rank
     run "$HETPIPE" run --local --epochs 1 --train-limit 640 --checkpoint-every 100
-    [ "$status" -ne 0 ]
-    echo "$output" | grep -q "option '--checkpoint-every' needs '--checkpoint-dir DIR'"
+    [ "$status" -eq 2 ]
+    echo "$output" | grep -q "run: option '--checkpoint-every' needs '--checkpoint-dir DIR'"
+    [[ "$output" != *"plan:"* ]]
     run "$HETPIPE" run --local --epochs 1 --train-limit 640 --resume auto
-    [ "$status" -ne 0 ]
-    echo "$output" | grep -q "option '--resume auto' needs '--checkpoint-dir DIR'"
+    [ "$status" -eq 2 ]
+    echo "$output" | grep -q "run: option '--resume auto' needs '--checkpoint-dir DIR'"
+    [[ "$output" != *"plan:"* ]]
+    run "$HETPIPE" run --local --resume "" --checkpoint-dir "$TMP/ck"
+    [ "$status" -eq 2 ]
+    echo "$output" | grep -qF -- "--resume=: empty; must be auto, or a path"
+    run "$HETPIPE" run --local --resume "$(printf 'ck\tx')" --checkpoint-dir "$TMP/ck"
+    [ "$status" -eq 2 ]
+    echo "$output" | grep -qF -- '--resume=ck\x09x: a control character in the path'
     run "$HETPIPE" run --local --epochs 1 --train-limit 640 --checkpoint-keep 0 \
         --checkpoint-dir "$TMP/ck"
     [ "$status" -eq 2 ]
+    # a rank resumes from a directory: auto is resolved by run and launch
+    run "$(dirname "$HETPIPE")/hetpipe-rank" --plan "$TMP/none.ini" --resume auto
+    [ "$status" -eq 2 ]
+    echo "$output" | grep -q "option '--resume': auto is for hetpipe run and hetpipe launch"
 }
 
 # fault WHAT RANK: a local4 ed job with --timeout 5; after training started, WHAT (STOP or

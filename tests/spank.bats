@@ -109,9 +109,31 @@ refused() {
     [[ "$output" == *"no nosuchmodel.ini in $ROOT/etc/models (models there: cnn, mlp,"* ]]
 }
 
+@test "sbatch refuses a bad --hetpipe-checkpoint-every or --hetpipe-resume before the job is queued" {
+    for bad in banana 0 -5 1e3 0min 10parsecs ''; do
+        refused sbatch "--hetpipe-checkpoint-every=$bad" --wrap=true
+        [[ "$output" == *"--hetpipe-checkpoint-every=$bad: "*"must be N training samples (an integer from 1 to 1125899906842624), or a training time: Nmin (minutes), Nh (hours) or Ns (seconds)"* ]]
+    done
+    refused sbatch --hetpipe-resume= --wrap=true
+    [[ "$output" == *"--hetpipe-resume=: empty; must be auto, or a path (not empty, no control characters)"* ]]
+    refused sbatch "--hetpipe-resume=$(printf 'ck\tpt')" --wrap=true
+    [[ "$output" == *'--hetpipe-resume=ck\x09pt: a control character in the path'* ]]
+    refused srun -N1 --hetpipe-checkpoint-every=banana true
+    refused salloc -N1 --hetpipe-checkpoint-every=1x true
+    # good values are carried as given
+    run timeout 30 srun -N1 --hetpipe-checkpoint-every=30min --hetpipe-resume=auto env
+    echo "$output"
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -qx HETPIPE_CHECKPOINT_EVERY=30min
+    echo "$output" | grep -qx HETPIPE_RESUME=auto
+}
+
 @test "sbatch refuses a bad value on an #SBATCH line" {
     printf '#!/bin/sh\n#SBATCH --hetpipe-nm=0\ntrue\n' > job.sh
     refused sbatch job.sh
+    printf '#!/bin/sh\n#SBATCH --hetpipe-checkpoint-every=banana\ntrue\n' > job.sh
+    refused sbatch job.sh
+    [[ "$output" == *"--hetpipe-checkpoint-every=banana: must be N training samples"* ]]
 }
 
 @test "srun and salloc refuse bad values too" {

@@ -22,7 +22,7 @@
 static int plan(const struct hp_cost *c, const struct hp_cluster *cl, enum hp_policy pol,
                 enum hp_placement pl, struct hp_plan *p)
 {
-    struct hp_plan_opts o = {.policy = pol, .placement = pl, .batch = 32};
+    struct hp_options o = {.policy = pol, .placement = pl, .batch = 32};
 
     hp_log_set_quiet(1);
     int rc = hp_plan_compute(c, cl, &o, p);

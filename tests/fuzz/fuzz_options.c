@@ -8,7 +8,9 @@
  *   mode % 3 == 1: the same under the plugin's default site limits (what slurmstepd checks);
  *   mode % 3 == 2: the rest is the arguments of command (selector % HP_CMD_COUNT), one a line.
  * A value that is accepted must be formatted back (hp_opt_format) into text that is accepted
- * again as the same value, and hp_opt_check must agree with hp_opt_set.
+ * again as the same value (--checkpoint-every's times, --resume's auto or path included), and
+ * hp_opt_check must agree with hp_opt_set. Rows without a flag (a HETPIPE_* variable only)
+ * are values like the others; a variable is read as hp_opt_env reads it.
  */
 #include "cli.h"
 #include "fuzz.h"
@@ -43,6 +45,19 @@ static int same_value(const struct hp_options *a, const struct hp_options *b, en
         memcpy(&t, y, sizeof(t));
         return s && t && strcmp(s, t) == 0;
     }
+    case HP_OT_EVERY: {
+        struct hp_opt_every e, f;
+        memcpy(&e, x, sizeof(e));
+        memcpy(&f, y, sizeof(f));
+        return e.samples == f.samples && e.seconds == f.seconds;
+    }
+    case HP_OT_AUTOPATH: {
+        struct hp_opt_autopath p, q;
+        memcpy(&p, x, sizeof(p));
+        memcpy(&q, y, sizeof(q));
+        return p.automatic == q.automatic &&
+               (p.path == q.path || (p.path && q.path && strcmp(p.path, q.path) == 0));
+    }
     default:
         return memcmp(x, y, sizeof(long)) == 0;
     }
@@ -66,6 +81,13 @@ static void one_value(int mode, int sel, const char *value)
     hp_opt_allowed(o, l, allowed, (size_t)(mode >> 4) + 1); /* small buffers too */
     hp_opt_allowed(o, l, allowed, sizeof(allowed));
     hp_opt_find(value, (enum hp_cmd)((sel >> 4) % HP_CMD_COUNT));
+    if (hp_opts[o].env && v && *v && !l && !check_files) {
+        /* the variable, read through the row, agrees with the option */
+        setenv(hp_opts[o].env, v, 1);
+        if ((hp_opt_env(&b, o, text, sizeof(text)) == 0) != (rc == 0))
+            abort();
+        unsetenv(hp_opts[o].env);
+    }
     if (rc) {
         snprintf(fuzz_log, sizeof(fuzz_log), "%s", err);
         return;
@@ -78,8 +100,9 @@ static void one_value(int mode, int sel, const char *value)
     hp_options_init(&b, HP_CMD_RANK);
     if (hp_opt_set(&b, o, "--fuzz", text, l, check_files, err, sizeof(err)) ||
         !same_value(&a, &b, o)) {
-        fprintf(stderr, "option --%s: '%s' formats as '%s', which %s\n", hp_opts[o].flag,
-                v ? v : "(null)", text, err[0] ? err : "reads back as another value");
+        fprintf(stderr, "option %s: '%s' formats as '%s', which %s\n",
+                hp_opts[o].flag ? hp_opts[o].flag : hp_opts[o].env, v ? v : "(null)", text,
+                err[0] ? err : "reads back as another value");
         abort();
     }
 }

@@ -85,8 +85,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* The job option called name (its flag, as after --hetpipe-), or -1. */
 static int job_option(const char *name)
 {
-    for (int o = 0; o < HP_OPT_JOB_COUNT; o++)
-        if (strcmp(name, hp_opts[o].flag) == 0)
+    for (int o = 0; o < HP_OPT_COUNT; o++)
+        if (hp_opt_is_job((enum hp_opt)o) && strcmp(name, hp_opts[o].flag) == 0)
             return o;
     return -1;
 }

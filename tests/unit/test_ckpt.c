@@ -277,29 +277,6 @@ START_TEST(manifest_extremes)
 }
 END_TEST
 
-START_TEST(every_parsed)
-{
-    long n;
-    double s;
-
-    ck_assert_int_eq(hp_ckpt_parse_every("20000", &n, &s), 0);
-    ck_assert_int_eq(n, 20000);
-    ck_assert(s == 0.0);
-    ck_assert_int_eq(hp_ckpt_parse_every("30min", &n, &s), 0);
-    ck_assert(n == 0 && s == 1800.0);
-    ck_assert_int_eq(hp_ckpt_parse_every("1.5h", &n, &s), 0);
-    ck_assert(s == 5400.0);
-    ck_assert_int_eq(hp_ckpt_parse_every(NULL, &n, &s), 0);
-    ck_assert(n == 0 && s == 0.0);
-    test_capture_begin();
-    ck_assert_int_eq(hp_ckpt_parse_every("0", &n, &s), -HP_EINVAL);
-    ck_assert_int_eq(hp_ckpt_parse_every("-5min", &n, &s), -HP_EINVAL);
-    ck_assert_int_eq(hp_ckpt_parse_every("min", &n, &s), -HP_EINVAL);
-    ck_assert_int_eq(hp_ckpt_parse_every("10 min", &n, &s), -HP_EINVAL);
-    ck_assert_ptr_nonnull(strstr(test_capture_end(), "'--checkpoint-every'"));
-}
-END_TEST
-
 /* ---- taking and loading checkpoints by unit ---- */
 
 /* The floats a test writes: which (1 parameters, 2 momentum, 3 statistics, 4 a shard's
@@ -319,7 +296,7 @@ struct job {
 
 static void job_plan(struct job *j, const char *cluster)
 {
-    struct hp_plan_opts o = {
+    struct hp_options o = {
         .policy = HP_POLICY_ED, .placement = HP_PLACEMENT_DEFAULT, .batch = 64, .seed = 1};
     char path[256];
 
@@ -551,7 +528,6 @@ Suite *suite_ckpt(void)
     tcase_add_test(tc, part_round_trip_and_corruption);
     tcase_add_test(tc, manifest_checked_whole);
     tcase_add_test(tc, latest_and_prune);
-    tcase_add_test(tc, every_parsed);
     tcase_add_test(tc, units_round_trip_and_replan);
     suite_add_tcase(s, tc);
     /* 70,000 files made and checked: seconds, more under a sanitizer */

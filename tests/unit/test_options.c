@@ -1,6 +1,7 @@
-/* test_options.c - the options table of record (common/options.c): its rows, the --hetpipe-*
- * option rules and their boundaries, the plugstack.conf arguments that set the site's limits
- * and defaults, and command lines through the table (common/cli.c). */
+/* test_options.c - the options table of record (common/options.def, common/options.c): its
+ * rows, the --hetpipe-* option rules and their boundaries, the typed values (--checkpoint-every,
+ * --resume), the HETPIPE_* variables read through their rows, the plugstack.conf arguments that
+ * set the site's limits and defaults, and command lines through the table (common/cli.c). */
 #include "suites.h"
 #include "util.h"
 
@@ -32,6 +33,8 @@ static int chk(enum hp_opt o, const char *value, const struct hp_optlimits *l)
         ck_assert_msg(strstr(err, "--hetpipe-") != NULL, "no option in '%s'", err);                \
     } while (0)
 
+/* The job options are the rows flagged HP_OPTF_JOB, each with a flag and the variable named
+ * after it; every other variable is a row too, with a flag or without. */
 START_TEST(table_names_and_env)
 {
     static const char *const names[] = {"policy",          "placement",
@@ -48,57 +51,132 @@ START_TEST(table_names_and_env)
                                        "HETPIPE_CHECKPOINT_DIR",  "HETPIPE_CHECKPOINT_EVERY",
                                        "HETPIPE_CHECKPOINT_KEEP", "HETPIPE_RESUME",
                                        "HETPIPE_TIMELINE",        "HETPIPE_DRY_RUN"};
-
-    for (int o = 0; o < HP_OPT_JOB_COUNT; o++) {
-        ck_assert_str_eq(hp_opts[o].flag, names[o]);
-        ck_assert_str_eq(hp_opts[o].env, envs[o]);
-        ck_assert_ptr_nonnull(hp_opts[o].help);
-        ck_assert(hp_opt_is_job((enum hp_opt)o));
-        if (o == HP_OPT_DRY_RUN)
-            ck_assert_ptr_null(hp_opts[o].arg);
-        else
-            ck_assert_ptr_nonnull(hp_opts[o].arg);
-    }
-    for (int o = HP_OPT_JOB_COUNT; o < HP_OPT_COUNT; o++)
-        ck_assert_msg(!hp_opt_is_job((enum hp_opt)o), "--%s after the job options",
-                      hp_opts[o].flag);
-    ck_assert_str_eq(hp_opts[HP_OPT_POLICY].arg, "auto|np|ed|hd|dp");
-}
-END_TEST
-
-/* Every row is whole, a command's flags are distinct, and every default a command gets is
- * allowed by the row's own hard limits and survives format -> parse. */
-START_TEST(table_rows_are_consistent)
-{
-    char err2[1024], buf[4200];
+    size_t njob = 0;
 
     for (int o = 0; o < HP_OPT_COUNT; o++) {
         const struct hp_opt_info *r = &hp_opts[o];
-        ck_assert_msg(r->flag && r->help && r->cmds, "row %d is not whole", o);
-        ck_assert_msg((r->type == HP_OT_FLAG) == (r->arg == NULL), "--%s: arg", r->flag);
-        ck_assert_msg(r->type != HP_OT_WORD || r->words, "--%s: words", r->flag);
+        if (!hp_opt_is_job((enum hp_opt)o)) {
+            ck_assert_msg(r->flag || r->env, "row %d has neither a flag nor a variable", o);
+            continue;
+        }
+        ck_assert_uint_lt(njob, sizeof(names) / sizeof(names[0]));
+        ck_assert_str_eq(r->flag, names[njob]);
+        ck_assert_str_eq(r->env, envs[njob]);
+        ck_assert_uint_eq(r->env_cmds, 1u << HP_CMD_LAUNCH); /* where the plugin sets them */
+        ck_assert_ptr_nonnull(r->help);
+        if (o == HP_OPT_DRY_RUN)
+            ck_assert_ptr_null(r->arg);
+        else
+            ck_assert_ptr_nonnull(r->arg);
+        njob++;
+    }
+    ck_assert_uint_eq(njob, sizeof(names) / sizeof(names[0]));
+    ck_assert_str_eq(hp_opts[HP_OPT_POLICY].arg, "auto|np|ed|hd|dp");
+    /* variables of options that are not job options, and variables alone */
+    ck_assert_str_eq(hp_opts[HP_OPT_RANK].env, "HETPIPE_RANK");
+    ck_assert_str_eq(hp_opts[HP_OPT_RANK].flag, "rank");
+    ck_assert_str_eq(hp_opts[HP_OPT_BOOT_DIR].env, "HETPIPE_BOOT_DIR");
+    ck_assert_str_eq(hp_opts[HP_OPT_CONFIG].env, "HETPIPE_CONF");
+    ck_assert_ptr_null(hp_opts[HP_OPT_BINDING].flag);
+    ck_assert_str_eq(hp_opts[HP_OPT_BINDING].env, "HETPIPE_BINDING");
+    ck_assert_str_eq(hp_opts[HP_OPT_LOG_LEVEL].env, "HETPIPE_LOG");
+    /* a variable names one row */
+    for (int o = 0; o < HP_OPT_COUNT; o++)
+        for (int p = o + 1; p < HP_OPT_COUNT; p++)
+            ck_assert_msg(!hp_opts[o].env || !hp_opts[p].env ||
+                              strcmp(hp_opts[o].env, hp_opts[p].env) != 0,
+                          "%s is two rows", hp_opts[o].env);
+}
+END_TEST
+
+/* The size of a value of type t (what HP_OPT_CTYPE_##t is). */
+static size_t type_size(enum hp_opt_type t)
+{
+    switch (t) {
+    case HP_OT_REAL:
+        return sizeof(double);
+    case HP_OT_TEXT:
+    case HP_OT_MODEL:
+        return sizeof(const char *);
+    case HP_OT_EVERY:
+        return sizeof(struct hp_opt_every);
+    case HP_OT_AUTOPATH:
+        return sizeof(struct hp_opt_autopath);
+    default:
+        return sizeof(long);
+    }
+}
+
+/* a's and b's values of option o are the same */
+static int same_value(const struct hp_options *a, const struct hp_options *b, enum hp_opt o)
+{
+    const char *x = (const char *)a + hp_opts[o].offset, *y = (const char *)b + hp_opts[o].offset;
+    const char *s, *u;
+    struct hp_opt_every e, f;
+    struct hp_opt_autopath p, q;
+
+    switch (hp_opts[o].type) {
+    case HP_OT_TEXT:
+    case HP_OT_MODEL:
+        memcpy(&s, x, sizeof(s));
+        memcpy(&u, y, sizeof(u));
+        return s && u && strcmp(s, u) == 0;
+    case HP_OT_EVERY:
+        memcpy(&e, x, sizeof(e));
+        memcpy(&f, y, sizeof(f));
+        return e.samples == f.samples && e.seconds == f.seconds;
+    case HP_OT_AUTOPATH:
+        memcpy(&p, x, sizeof(p));
+        memcpy(&q, y, sizeof(q));
+        return p.automatic == q.automatic &&
+               (p.path == q.path || (p.path && q.path && strcmp(p.path, q.path) == 0));
+    default:
+        return memcmp(x, y, type_size(hp_opts[o].type)) == 0;
+    }
+}
+
+/* A default parses under the row's hard limits and survives format -> parse. */
+static void default_round_trips(enum hp_opt o, enum hp_cmd c)
+{
+    const struct hp_opt_info *r = &hp_opts[o];
+    const char *d = hp_opt_default(o, c);
+    struct hp_options x, y;
+    char err2[1024], buf[4200];
+
+    if (!d || !*d || r->type == HP_OT_FLAG)
+        return;
+    hp_options_init(&x, HP_CMD_RANK);
+    ck_assert_msg(hp_opt_set(&x, o, "default", d, NULL, 0, err2, sizeof(err2)) == 0,
+                  "row %d's default '%s' for command %d: %s", o, d, c, err2);
+    ck_assert_int_eq(hp_opt_format(&x, o, buf, sizeof(buf)), 0);
+    y = x;
+    ck_assert_int_eq(hp_opt_set(&y, o, "default", buf, NULL, 0, err2, sizeof(err2)), 0);
+    ck_assert_msg(same_value(&x, &y, o), "row %d: '%s' does not read back", o, buf);
+}
+
+/* Every row is whole, its value's field is of its type, a command's flags are distinct, and
+ * every default a command gets is allowed by the row's own hard limits and survives format ->
+ * parse. */
+START_TEST(table_rows_are_consistent)
+{
+    for (int o = 0; o < HP_OPT_COUNT; o++) {
+        const struct hp_opt_info *r = &hp_opts[o];
+        ck_assert_msg(r->help && (r->flag || r->env), "row %d is not whole", o);
+        ck_assert_msg(r->flag ? r->cmds != 0 : r->cmds == 0, "row %d: cmds without a flag", o);
+        ck_assert_msg(r->env || !r->env_cmds, "row %d: env_cmds without a variable", o);
+        ck_assert_msg(!r->env || strncmp(r->env, "HETPIPE_", 8) == 0, "row %d: %s", o, r->env);
+        ck_assert_msg(!hp_opt_is_job((enum hp_opt)o) || (r->flag && r->env), "job row %d", o);
+        ck_assert_msg((r->type == HP_OT_FLAG) == (r->arg == NULL), "row %d: arg", o);
+        ck_assert_msg(r->type != HP_OT_WORD || r->words, "row %d: words", o);
+        ck_assert_msg(r->size == type_size(r->type), "row %d: a field of another type", o);
+        ck_assert_msg(r->offset + r->size <= offsetof(struct hp_options, given), "row %d", o);
+        if (!r->flag)
+            default_round_trips((enum hp_opt)o, HP_CMD_RANK);
         for (int c = 0; c < HP_CMD_COUNT; c++) {
-            const char *d = hp_opt_default((enum hp_opt)o, (enum hp_cmd)c);
-            struct hp_options x;
-            hp_options_init(&x, HP_CMD_RANK);
             if (!(r->cmds & (1u << c)))
                 continue;
             ck_assert_int_eq(hp_opt_find(r->flag, (enum hp_cmd)c), o);
-            if (!d || !*d || r->type == HP_OT_FLAG)
-                continue;
-            ck_assert_msg(hp_opt_set(&x, (enum hp_opt)o, r->flag, d, NULL, 0, err2, sizeof(err2)) ==
-                              0,
-                          "--%s's default '%s' for command %d: %s", r->flag, d, c, err2);
-            ck_assert_int_eq(hp_opt_format(&x, (enum hp_opt)o, buf, sizeof(buf)), 0);
-            struct hp_options y = x;
-            ck_assert_int_eq(
-                hp_opt_set(&y, (enum hp_opt)o, r->flag, buf, NULL, 0, err2, sizeof(err2)), 0);
-            if (r->type == HP_OT_TEXT || r->type == HP_OT_MODEL)
-                ck_assert_str_eq(*(const char **)((char *)&y + r->offset), d);
-            else
-                ck_assert_msg(memcmp((char *)&x + r->offset, (char *)&y + r->offset,
-                                     r->type == HP_OT_REAL ? sizeof(double) : sizeof(long)) == 0,
-                              "--%s: '%s' does not read back", r->flag, buf);
+            default_round_trips((enum hp_opt)o, (enum hp_cmd)c);
         }
     }
 }
@@ -571,6 +649,239 @@ START_TEST(allowed_phrases)
 }
 END_TEST
 
+/* v formatted as the ranks get it reads back to the same value */
+static void reads_back(enum hp_opt o, const struct hp_options *x)
+{
+    struct hp_options y;
+    char buf[4200], err2[1024];
+
+    ck_assert_int_eq(hp_opt_format(x, o, buf, sizeof(buf)), 0);
+    hp_options_init(&y, HP_CMD_RANK);
+    ck_assert_msg(hp_opt_set(&y, o, "--x", buf, NULL, 0, err2, sizeof(err2)) == 0, "'%s': %s", buf,
+                  err2);
+    ck_assert_msg(same_value(x, &y, o), "'%s' reads back as another value", buf);
+}
+
+/* --checkpoint-every: a count of samples or a training time, checked by the table wherever
+ * it enters (the plugin at submit: these are its messages), and handed on to the ranks as
+ * text that reads back the same. */
+START_TEST(checkpoint_every_values)
+{
+    static const struct {
+        const char *v;
+        long samples;
+        double seconds;
+    } ok[] = {
+        {"1", 1, 0},
+        {"20000", 20000, 0},
+        {"1125899906842624", 1L << 50, 0},
+        {"007", 7, 0},
+        {"30min", 0, 1800},
+        {"1.5h", 0, 5400},
+        {"2s", 0, 2},
+        {"0.001s", 0, 0.001},
+        {"1e7h", 0, 3.6e10},
+        {"1e3min", 0, 6e4},
+        {"0.1h", 0, 0.1 * 3600.0},
+        {"3.3min", 0, 3.3 * 60.0},
+        {".5h", 0, 1800},
+        {"0.123456789123h", 0, 0.123456789123 * 3600.0},
+        {"1.0000000000000002s", 0, 1.0000000000000002},
+        {"9999999.999999998min", 0, 9999999.999999998 * 60.0},
+        {"10000000s", 0, 1e7},
+        {"0.001h", 0, 0.001 * 3600.0},
+    };
+    static const char *const bad[] = {
+        "0",  "-5",     "1e3",   "0min",   "banana", "",        "min",
+        "h",  "10 min", "5mins", "-5min",  "1e8min", "0.0001s", "1125899906842625",
+        "+5", "5m",     "infh",  "nanmin", "0x10",   "1.5",     " 5",
+        "5 ", NULL};
+    struct hp_optlimits l;
+    struct hp_options o;
+
+    hp_optlimits_init(&l, 1);
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        ASSERT_OK(HP_OPT_CHECKPOINT_EVERY, ok[i].v, &l);
+        hp_options_init(&o, HP_CMD_RUN);
+        ck_assert_int_eq(hp_opt_set(&o, HP_OPT_CHECKPOINT_EVERY, "--checkpoint-every", ok[i].v,
+                                    NULL, 0, err, sizeof(err)),
+                         0);
+        ck_assert_msg(o.checkpoint_every.samples == ok[i].samples &&
+                          o.checkpoint_every.seconds == ok[i].seconds,
+                      "'%s': %ld samples, %.17g s", ok[i].v, o.checkpoint_every.samples,
+                      o.checkpoint_every.seconds);
+        reads_back(HP_OPT_CHECKPOINT_EVERY, &o);
+    }
+    for (const char *const *b = bad; *b; b++)
+        ASSERT_BAD(HP_OPT_CHECKPOINT_EVERY, *b, &l);
+    ASSERT_BAD(HP_OPT_CHECKPOINT_EVERY, "banana", &l);
+    ck_assert_str_eq(err, "--hetpipe-checkpoint-every=banana: must be N training samples (an "
+                          "integer from 1 to 1125899906842624), or a training time: Nmin "
+                          "(minutes), Nh (hours) or Ns (seconds), N a number from 0.001 to "
+                          "1e+07");
+    ASSERT_BAD(HP_OPT_CHECKPOINT_EVERY, "", &l);
+    ck_assert_ptr_nonnull(strstr(err, "--hetpipe-checkpoint-every=: empty; must be N training"));
+    /* handed on to the ranks as text they read back to the same value */
+    char *av[] = {"run",  "--local",  "--checkpoint-dir", "/ck", "--checkpoint-every",
+                  "0.1h", "--resume", "/ck/ckpt-2",       NULL};
+    const char *rav[64] = {"hetpipe-rank"};
+    char store[4096];
+    struct hp_options r;
+    int rest, ac = 1;
+    hp_options_init(&o, HP_CMD_RUN);
+    ck_assert_int_eq(hp_cli_parse(HP_CMD_RUN, "", 8, av, &o, &rest), 0);
+    ck_assert_int_eq(hp_cli_rank_args(&o, HP_CMD_RUN, rav, &ac, 64, store, sizeof(store)), 0);
+    hp_options_init(&r, HP_CMD_RANK);
+    ck_assert_int_eq(hp_cli_parse(HP_CMD_RANK, "", ac, (char **)rav, &r, &rest), 0);
+    ck_assert(same_value(&o, &r, HP_OPT_CHECKPOINT_EVERY));
+    ck_assert(r.checkpoint_every.seconds == 0.1 * 3600.0);
+    ck_assert_str_eq(r.resume.path, "/ck/ckpt-2");
+    /* unset: nothing, and nothing handed on */
+    hp_options_init(&o, HP_CMD_RUN);
+    ck_assert(o.checkpoint_every.samples == 0 && o.checkpoint_every.seconds == 0.0);
+    ck_assert_int_eq(hp_opt_format(&o, HP_OPT_CHECKPOINT_EVERY, err, sizeof(err)), 1);
+    /* times set other than by parsing still read back, or the nearest */
+    for (double s = 0.001; s < 3.6e10; s *= 7.77) {
+        char text[64];
+        o.checkpoint_every = (struct hp_opt_every){.samples = 0, .seconds = s};
+        ck_assert_int_eq(hp_opt_format(&o, HP_OPT_CHECKPOINT_EVERY, text, sizeof(text)), 0);
+        ck_assert_msg(chk(HP_OPT_CHECKPOINT_EVERY, text, &l) == 0, "%.17g s: '%s'", s, text);
+    }
+}
+END_TEST
+
+/* --resume: auto, or a checkpoint's directory; nobody compares with "auto" by hand. */
+START_TEST(resume_values)
+{
+    struct hp_optlimits l;
+    struct hp_options o;
+
+    hp_optlimits_init(&l, 1);
+    hp_options_init(&o, HP_CMD_RUN);
+    ck_assert(o.resume.path == NULL && !o.resume.automatic);
+    ck_assert_int_eq(hp_opt_format(&o, HP_OPT_RESUME, err, sizeof(err)), 1);
+    ck_assert_int_eq(hp_opt_set(&o, HP_OPT_RESUME, "--resume", "auto", NULL, 0, err, sizeof(err)),
+                     0);
+    ck_assert(o.resume.automatic && o.resume.path == NULL);
+    reads_back(HP_OPT_RESUME, &o);
+    ck_assert_int_eq(
+        hp_opt_set(&o, HP_OPT_RESUME, "--resume", "/ck/ckpt-3", NULL, 0, err, sizeof(err)), 0);
+    ck_assert(!o.resume.automatic);
+    ck_assert_str_eq(o.resume.path, "/ck/ckpt-3");
+    reads_back(HP_OPT_RESUME, &o);
+    ck_assert_int_eq(hp_opt_set(&o, HP_OPT_RESUME, "--resume", "./auto", NULL, 0, err, sizeof(err)),
+                     0);
+    ck_assert(!o.resume.automatic);
+    o.resume.path = "auto"; /* a directory named auto, set by hand */
+    ck_assert_int_eq(hp_opt_format(&o, HP_OPT_RESUME, err, sizeof(err)), 0);
+    ck_assert_str_eq(err, "./auto");
+
+    ASSERT_OK(HP_OPT_RESUME, "auto", &l);
+    ASSERT_OK(HP_OPT_RESUME, "ck/ckpt-1", &l);
+    ASSERT_OK(HP_OPT_RESUME, "a dir with spaces/ckpt-1", &l);
+    ASSERT_BAD(HP_OPT_RESUME, "", &l);
+    ck_assert_str_eq(err, "--hetpipe-resume=: empty; must be auto, or a path (not empty, no "
+                          "control characters)");
+    ASSERT_BAD(HP_OPT_RESUME, "ck\nckpt-1", &l);
+    ck_assert_str_eq(err, "--hetpipe-resume=ck\\x0ackpt-1: a control character in the path; must "
+                          "be auto, or a path (not empty, no control characters)");
+    ASSERT_BAD(HP_OPT_RESUME, "ck\x1b[31m", &l);
+    ASSERT_BAD(HP_OPT_RESUME, "ck\x7f", &l);
+    ASSERT_BAD(HP_OPT_RESUME, "\t", &l);
+}
+END_TEST
+
+/* Every HETPIPE_* variable is read through its row: typed, checked, named when bad. */
+START_TEST(variables_through_their_rows)
+{
+    struct hp_options o;
+    char *av[] = {"hetpipe-rank", "--plan", "p.ini", NULL};
+    int rest;
+
+    memset(&o, 0, sizeof(o));
+    unsetenv("HETPIPE_GPU");
+    ck_assert_int_eq(hp_opt_env(&o, HP_OPT_GPU, err, sizeof(err)), 1);
+    setenv("HETPIPE_GPU", "", 1);
+    ck_assert_int_eq(hp_opt_env(&o, HP_OPT_GPU, err, sizeof(err)), 1);
+    setenv("HETPIPE_GPU", "3", 1);
+    ck_assert_int_eq(hp_opt_env(&o, HP_OPT_GPU, err, sizeof(err)), 0);
+    ck_assert_int_eq(o.gpu, 3);
+    ck_assert_int_eq(o.given[HP_OPT_GPU], 1);
+    setenv("HETPIPE_GPU", "0,1", 1);
+    ck_assert_int_eq(hp_opt_env(&o, HP_OPT_GPU, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "HETPIPE_GPU=0,1: must be an integer from 0 to 4095");
+    ck_assert_int_eq(o.gpu, 3); /* unchanged */
+    unsetenv("HETPIPE_GPU");
+    setenv("HETPIPE_LOG", "loud", 1);
+    ck_assert_int_eq(hp_opt_env(&o, HP_OPT_LOG_LEVEL, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "HETPIPE_LOG=loud: unknown value; allowed: error, warn, info, debug");
+    unsetenv("HETPIPE_LOG");
+    setenv("HETPIPE_BOUND", "yes", 1);
+    ck_assert_int_eq(hp_opt_env(&o, HP_OPT_BOUND, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "HETPIPE_BOUND=yes: takes no value");
+    unsetenv("HETPIPE_BOUND");
+    ck_assert_int_eq(hp_opt_env(&o, HP_OPT_LR, err, sizeof(err)), 1); /* no variable */
+
+    /* a rank's variables at its start: the command line wins */
+    setenv("HETPIPE_RANK", "2", 1);
+    setenv("HETPIPE_BOOT_DIR", "/run/boot", 1);
+    setenv("HETPIPE_BINDING", "/run/binding", 1);
+    setenv("HETPIPE_STALENESS", "5", 1); /* a job option: hetpipe launch's, not the rank's */
+    hp_options_init(&o, HP_CMD_RANK);
+    ck_assert_int_eq(hp_cli_parse(HP_CMD_RANK, "", 3, av, &o, &rest), 0);
+    ck_assert_int_eq(hp_cli_from_env(&o, HP_CMD_RANK), 0);
+    ck_assert_int_eq(o.rank, 2);
+    ck_assert_str_eq(o.boot_dir, "/run/boot");
+    ck_assert(!o.given[HP_OPT_STALENESS]);
+    ck_assert(!o.given[HP_OPT_BINDING]); /* no option: read where it is used */
+    ck_assert_int_eq(hp_opt_env(&o, HP_OPT_BINDING, err, sizeof(err)), 0);
+    ck_assert_str_eq(o.binding, "/run/binding");
+    setenv("HETPIPE_RANK", "x", 1);
+    hp_options_init(&o, HP_CMD_RANK);
+    test_capture_begin();
+    ck_assert_int_eq(hp_cli_from_env(&o, HP_CMD_RANK), -1);
+    ck_assert_ptr_nonnull(
+        strstr(test_capture_end(), "hetpipe-rank: HETPIPE_RANK=x: must be an integer from 0 to"));
+    char *av2[] = {"hetpipe-rank", "--rank", "1", NULL};
+    hp_options_init(&o, HP_CMD_RANK);
+    ck_assert_int_eq(hp_cli_parse(HP_CMD_RANK, "", 3, av2, &o, &rest), 0);
+    ck_assert_int_eq(hp_cli_from_env(&o, HP_CMD_RANK), 0); /* --rank given: not read */
+    ck_assert_int_eq(o.rank, 1);
+    unsetenv("HETPIPE_RANK");
+    unsetenv("HETPIPE_BOOT_DIR");
+    unsetenv("HETPIPE_BINDING");
+    unsetenv("HETPIPE_STALENESS");
+}
+END_TEST
+
+/* --help gives each option's variable and the variables alone the command reads. */
+START_TEST(usage_lists_the_environment)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    ck_assert_ptr_nonnull(f);
+    hp_cli_usage(f, HP_CMD_RANK, "usage\n");
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "[HETPIPE_RANK]"));
+    ck_assert_ptr_nonnull(strstr(text, "\nenvironment:\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n  HETPIPE_BINDING=FILE"));
+    ck_assert_ptr_nonnull(strstr(text, "\n  HETPIPE_BOUND=1"));
+    ck_assert_ptr_null(strstr(text, "HETPIPE_STALENESS")); /* launch reads it, not a rank */
+    ck_assert_ptr_null(strstr(text, "HETPIPE_SRUN"));
+    free(text);
+    text = NULL;
+    f = open_memstream(&text, &len);
+    hp_cli_usage(f, HP_CMD_LAUNCH, "usage\n");
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "[HETPIPE_CHECKPOINT_EVERY]"));
+    ck_assert_ptr_nonnull(strstr(text, "[HETPIPE_SRUN]"));
+    ck_assert_ptr_null(strstr(text, "HETPIPE_BINDING"));
+    free(text);
+}
+END_TEST
+
 Suite *suite_options(void)
 {
     Suite *s = suite_create("options");
@@ -592,6 +903,10 @@ Suite *suite_options(void)
     tcase_add_test(t, plugstack_defaults);
     tcase_add_test(t, plugstack_unknown_key);
     tcase_add_test(t, allowed_phrases);
+    tcase_add_test(t, checkpoint_every_values);
+    tcase_add_test(t, resume_values);
+    tcase_add_test(t, variables_through_their_rows);
+    tcase_add_test(t, usage_lists_the_environment);
     suite_add_tcase(s, t);
     return s;
 }

@@ -52,7 +52,7 @@ static void teardown(struct setup *s)
 
 static double plan_rate(struct setup *s, enum hp_policy pol, int *ok)
 {
-    struct hp_plan_opts o = {.policy = pol, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
+    struct hp_options o = {.policy = pol, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
     struct hp_plan p;
     double r;
 
@@ -109,7 +109,7 @@ START_TEST(vws_share_one_wave)
             struct setup s;
             setup(&s, clusters[ci], models[mi], 32);
             for (int pol = HP_POLICY_AUTO; pol <= HP_POLICY_HD; pol++) {
-                struct hp_plan_opts o = {
+                struct hp_options o = {
                     .policy = (enum hp_policy)pol, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
                 struct hp_plan p;
                 test_capture_begin();
@@ -138,7 +138,7 @@ END_TEST
 START_TEST(nm_within_tolerance)
 {
     struct setup s;
-    struct hp_plan_opts o = {.policy = HP_POLICY_ED, .placement = HP_PLACEMENT_LOCAL, .batch = 64};
+    struct hp_options o = {.policy = HP_POLICY_ED, .placement = HP_PLACEMENT_LOCAL, .batch = 64};
     struct hp_plan p;
     double rate[3];
     const double tol[3] = {0.0, 0.05, 0.99};
@@ -167,7 +167,7 @@ END_TEST
 START_TEST(paper_policies)
 {
     struct setup s;
-    struct hp_plan_opts o = {.policy = HP_POLICY_ED, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
+    struct hp_options o = {.policy = HP_POLICY_ED, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
     struct hp_plan p;
 
     setup(&s, "paper", "vgg19", 32);
@@ -201,7 +201,7 @@ START_TEST(paper_policies)
     {
         struct hp_plan pd, pl;
         const double keep = s.cl.inter_node_gbs;
-        struct hp_plan_opts oe = {.policy = HP_POLICY_ED, .batch = 32};
+        struct hp_options oe = {.policy = HP_POLICY_ED, .batch = 32};
         s.cl.inter_node_gbs = 0.3;
         oe.placement = HP_PLACEMENT_DEFAULT;
         ck_assert_int_eq(hp_plan_compute(&s.cost, &s.cl, &oe, &pd), 0);
@@ -263,11 +263,11 @@ START_TEST(planfile_round_trip)
     snprintf(path1, sizeof(path1), "%s", test_write_file("p1.ini", ""));
     snprintf(path2, sizeof(path2), "%s", test_write_file("p2.ini", ""));
     for (int pol = HP_POLICY_NP; pol <= HP_POLICY_DP; pol++) {
-        struct hp_plan_opts o = {.policy = (enum hp_policy)pol,
-                                 .placement = HP_PLACEMENT_LOCAL,
-                                 .batch = 32,
-                                 .staleness = 2,
-                                 .seed = 7};
+        struct hp_options o = {.policy = (enum hp_policy)pol,
+                               .placement = HP_PLACEMENT_LOCAL,
+                               .batch = 32,
+                               .staleness = 2,
+                               .seed = 7};
         struct hp_plan p, q;
         struct hp_cluster cl2;
 
@@ -294,6 +294,75 @@ START_TEST(planfile_round_trip)
     }
     ck_assert_int_ge(written, 3);
     teardown(&s);
+}
+END_TEST
+
+/* Plan files written before the plan's options came from the options table (and before the
+ * recompute key: tests/fuzz/corpus/plan, committed then) still load, with the same options,
+ * and are written back in the same form. */
+START_TEST(planfile_older_plans_load)
+{
+    static const char *const names[] = {"demo-cnn-np-default",      "local4-cnn-ed-default",
+                                        "local4-cnn-np-local",      "mix2-mlp-plain-auto-default",
+                                        "mixed-vgg19-auto-default", "paper-resnet152-ed-local",
+                                        "paper-vgg19-hd-default",   "six-types-mlp-dp-default",
+                                        "uneven-cnn-hd-local",      "wsp2x2-mlp-ed-local"};
+    struct hp_gpudb db;
+    char path[512], out1[512], out2[512], tok[33];
+
+    ck_assert_int_eq(hp_gpudb_load("etc/hetpipe.conf", &db), 0);
+    snprintf(out1, sizeof(out1), "%s", test_write_file("old1.ini", ""));
+    snprintf(out2, sizeof(out2), "%s", test_write_file("old2.ini", ""));
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        struct hp_plan p, q;
+        struct hp_cluster cl, cl2;
+        snprintf(path, sizeof(path), "tests/fuzz/corpus/plan/%s.ini", names[i]);
+        char *orig = slurp(path);
+        ck_assert_ptr_null(strstr(orig, "\nrecompute = ")); /* from before the key */
+        test_capture_begin();
+        const int rc = hp_planfile_load(path, &db, &p, &cl, tok);
+        const char *err = test_capture_end();
+        ck_assert_msg(rc == 0, "%s: %s", path, err);
+        ck_assert_ptr_null(p.opts.model); /* the model is p.model */
+        ck_assert_int_eq(p.opts.recompute, HP_RECOMPUTE_AUTO);
+        ck_assert_msg(strstr(orig, p.model) != NULL, "%s: model '%s'", path, p.model);
+        ck_assert_int_eq(hp_planfile_save(out1, &p, &cl, &db, tok), 0);
+        ck_assert_int_eq(hp_planfile_load(out1, &db, &q, &cl2, tok), 0);
+        ck_assert_int_eq(hp_planfile_save(out2, &q, &cl2, &db, tok), 0);
+        char *a = slurp(out1), *b = slurp(out2);
+        ck_assert_str_eq(a, b);
+        /* the option keys as they were, in the same order, recompute added after nm */
+        const char *end = strstr(orig, "grouping = ");
+        ck_assert_ptr_nonnull(end);
+        char *head = strndup(orig, (size_t)(end - orig));
+        char *nm = strstr(head, "\nnm = ");
+        ck_assert_ptr_nonnull(nm);
+        char *after = strchr(nm + 1, '\n') + 1;
+        char expect[4096];
+        snprintf(expect, sizeof(expect), "%.*srecompute = auto\n%s", (int)(after - head), head,
+                 after);
+        ck_assert_msg(strncmp(a, expect, strlen(expect)) == 0, "%s: [plan] written as\n%.600s",
+                      path, a);
+        if (strcmp(names[i], "local4-cnn-ed-default") == 0) {
+            ck_assert_int_eq(p.opts.policy, HP_POLICY_ED);
+            ck_assert_int_eq(p.opts.placement, HP_PLACEMENT_DEFAULT);
+            ck_assert_int_eq(p.opts.staleness, 2);
+            ck_assert_int_eq(p.opts.nm, 0);
+            ck_assert_int_eq(p.opts.nm_max, 0);
+            ck_assert_int_eq(p.opts.batch, 32);
+            ck_assert_int_eq(p.opts.seed, 1);
+            ck_assert_str_eq(p.model, "cnn");
+        }
+        free(head);
+        free(a);
+        free(b);
+        free(orig);
+        hp_plan_release(&p);
+        hp_plan_release(&q);
+        hp_cluster_release(&cl);
+        hp_cluster_release(&cl2);
+    }
+    hp_gpudb_release(&db);
 }
 END_TEST
 
@@ -331,11 +400,11 @@ START_TEST(planfile_extremes)
     p.version = HP_PLAN_VERSION;
     snprintf(p.model, sizeof(p.model), "/models/%s.ini", printable);
     snprintf(p.cluster, sizeof(p.cluster), "c;#=\\ '");
-    p.opts = (struct hp_plan_opts){.policy = HP_POLICY_HD,
-                                   .placement = HP_PLACEMENT_DEFAULT,
-                                   .batch = 32,
-                                   .staleness = 3,
-                                   .seed = 11};
+    p.opts = (struct hp_options){.policy = HP_POLICY_HD,
+                                 .placement = HP_PLACEMENT_DEFAULT,
+                                 .batch = 32,
+                                 .staleness = 3,
+                                 .seed = 11};
     p.grouping = HP_POLICY_HD;
     p.nunits = UNITS;
     p.nvws = (NODES - 1 + BIG) / STAGES;
@@ -459,8 +528,7 @@ static char *replace(const char *s, const char *from, const char *to)
 START_TEST(planfile_rejects_inconsistent)
 {
     struct setup s;
-    struct hp_plan_opts o = {
-        .policy = HP_POLICY_NP, .placement = HP_PLACEMENT_DEFAULT, .batch = 32};
+    struct hp_options o = {.policy = HP_POLICY_NP, .placement = HP_PLACEMENT_DEFAULT, .batch = 32};
     struct hp_plan p, q;
     struct hp_cluster cl2;
     char path[512], tok[33];
@@ -490,7 +558,7 @@ START_TEST(impossible_requests)
 {
     struct setup s;
     struct hp_plan p;
-    struct hp_plan_opts o = {.policy = HP_POLICY_ED, .batch = 32, .staleness = -1};
+    struct hp_options o = {.policy = HP_POLICY_ED, .batch = 32, .staleness = -1};
 
     setup(&s, "paper", "cnn", 32);
     test_capture_begin();
@@ -516,7 +584,7 @@ START_TEST(binding_round_trip_and_rejects)
 {
     struct setup s;
     struct hp_plan p;
-    struct hp_plan_opts o = {.policy = HP_POLICY_ED, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
+    struct hp_options o = {.policy = HP_POLICY_ED, .placement = HP_PLACEMENT_LOCAL, .batch = 32};
     struct hp_binding *b, *back = NULL;
     int *rank_of = NULL;
     char path[512], errbuf[1024];
@@ -716,6 +784,7 @@ Suite *suite_plan(void)
     tcase_add_test(t, nm_within_tolerance);
     tcase_add_test(t, paper_policies);
     tcase_add_test(t, planfile_round_trip);
+    tcase_add_test(t, planfile_older_plans_load);
     tcase_add_test(t, planfile_extremes);
     tcase_add_loop_test(t, planfile_rejects_inconsistent, 0,
                         (int)(sizeof(edits) / sizeof(edits[0])));
