@@ -92,7 +92,7 @@ LAUNCHER_LIBS := $(SLURM_LIBS)
 COMMON_LIBC_SRCS := common/error.c common/parse.c common/options.c common/binding.c
 COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/cli.c common/ini.c common/gpudb.c common/layers.c \
                  common/paths.c common/model.c common/cluster.c common/plan.c common/planfile.c \
-                 common/output.c
+                 common/output.c common/process.c common/tlpart.c
 RUNTIME_SRCS  := runtime/backend.c runtime/backend_cpu.c runtime/net.c runtime/data.c \
                  runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
                  runtime/pipeline.c runtime/schedule.c runtime/sync.c runtime/evaluate.c \

@@ -120,10 +120,6 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
  * off (only exits count), as for a peer on another host: the tests of the deadlines use it. */
 void hp_comm_set_stop_limit(struct hp_comm *comm, int ms);
 
-/* Whether process pid (on this host) is stopped: SIGSTOP or SIGTSTP, state T or t in
- * /proc/PID/stat. */
-int hp_pid_stopped(long pid);
-
 /* After a failed call: the peer to blame (the one a send or receive timed out on, else the
  * first that failed: exited, stopped, its connection lost) and why, or -1. */
 int hp_comm_blame(const struct hp_comm *comm, char *why, size_t n);
