@@ -76,10 +76,11 @@ HP_LDFLAGS := $(SANFLAGS)
 # Three layers that point one way (ARCHITECTURE.md): common/ (libc and iniparser only) below
 # runtime/ (the ranks) and launcher/ (the hetpipe command, which may run runtime code in
 # process). Each layer is compiled with only its own and lower layers' include directories,
-# so an include that points up does not build; tests/layering.py checks the rest.
+# so an include that points up does not build; tests/layering.py checks the rest. The launcher
+# gets neither UCX's nor PMIx's headers: it reaches them only through hetpipe-rank --self-check.
 COMMON_INC   := -Icommon
 RUNTIME_INC  := -Icommon -Iruntime $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS)
-LAUNCHER_INC := -Icommon -Iruntime -Ilauncher $(UCX_CFLAGS) $(PMIX_CFLAGS)
+LAUNCHER_INC := -Icommon -Iruntime -Ilauncher
 $(BUILD)/common/%.o:   LAYER_INC = $(COMMON_INC)
 $(BUILD)/runtime/%.o:  LAYER_INC = $(RUNTIME_INC)
 $(BUILD)/launcher/%.o: LAYER_INC = $(LAUNCHER_INC)
@@ -87,8 +88,9 @@ $(BUILD)/tests/%.o:    LAYER_INC = $(RUNTIME_INC) -Ilauncher
 HP_CFLAGS = $(BASE_CFLAGS) $(LAYER_INC)
 
 # The runtime's libraries in two parts: what its compute modules need (backends, nets, data,
-# training) and what only a rank needs (comm.c: UCX, bootstrap.c: PMIx). No CUDA library is
-# linked: hetpipe-cuda.so is dlopen()ed.
+# training: also in hetpipe, which runs them in process) and what only a rank needs (comm.c:
+# UCX, bootstrap.c: PMIx). hetpipe links no UCX or PMIx: were comm.o or bootstrap.o pulled
+# into it, its link would fail. No CUDA library is linked: hetpipe-cuda.so is dlopen()ed.
 COMMON_LIBS   := -liniparser -lm
 COMPUTE_LIBS  := $(OPENBLAS_LIBS) -lz -lpthread -ldl
 RANK_LIBS     := $(UCX_LIBS) $(PMIX_LIBS)
@@ -134,10 +136,11 @@ COMMON_OBJS  := $(COMMON_SRCS:%.c=$(BUILD)/%.o)
 RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/%.o)
 LAUNCHER_LIB_OBJS := $(LAUNCHER_LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB_OBJS := $(COMMON_OBJS) $(RUNTIME_OBJS) $(LAUNCHER_LIB_OBJS)
-# link lines: a program of a layer links that layer's archive and those below
+# link lines: a program of a layer links that layer's archive and those below; hetpipe
+# without the rank-only libraries; the tests and benchmarks with everything
 RANK_LINK  = $(RUNTIME_LIB) $(COMMON_LIB) $(RANK_LIBS) $(COMPUTE_LIBS) $(COMMON_LIBS)
-HETPIPE_LINK = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(RANK_LIBS) \
-               $(COMPUTE_LIBS) $(COMMON_LIBS)
+HETPIPE_LINK = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(COMPUTE_LIBS) \
+               $(COMMON_LIBS)
 ALL_LINK   = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(RANK_LIBS) \
              $(COMPUTE_LIBS) $(COMMON_LIBS)
 ALL_ARCHIVES := $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB)
@@ -188,7 +191,7 @@ $(LAUNCHER_LIB): $(LAUNCHER_LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-# the launcher: no CUDA library
+# the launcher: no UCX, no PMIx, no CUDA library (ldd; tests/layering.py)
 $(HETPIPE): $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(HETPIPE_LINK)
 

@@ -491,6 +491,12 @@ const struct hp_opt_info hp_opts[HP_OPT_COUNT] = {
                          .offset = OFF(boot_dir),
                          .help = "the private directory (mode 0700) of the address files "
                                  "(default $HETPIPE_BOOT_DIR)"},
+    [HP_OPT_SELF_CHECK] = {.flag = "self-check",
+                           .type = HP_OT_FLAG,
+                           .cmds = IN(RANK),
+                           .offset = OFF(self_check),
+                           .help = "print what this program reaches (UCX, PMIx, the CUDA backend "
+                                   "module) as 'key = value' lines for hetpipe doctor, and exit"},
 
     [HP_OPT_UNITS] = {.flag = "units",
                       .type = HP_OT_FLAG,

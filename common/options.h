@@ -92,6 +92,7 @@ enum hp_opt {
     HP_OPT_SRUN,
     HP_OPT_RANK,
     HP_OPT_BOOT_DIR,
+    HP_OPT_SELF_CHECK,
     /* hetpipe model, time, profile */
     HP_OPT_UNITS,
     HP_OPT_STEPS,
@@ -165,7 +166,7 @@ struct hp_options {
     const char *weight_log, *stats, *trace;
     long eval_every, no_stash;
     double stop_at, timeout, emulate;
-    long local, keep, rank;
+    long local, keep, rank, self_check;
     const char *run_dir, *plan, *srun, *boot_dir;
     long units, steps, warmup, op_profile;
     const char *type;

@@ -999,6 +999,29 @@ static void close_peer(struct hp_comm *comm, struct peer *p)
     close_force(comm, p);
 }
 
+int hp_comm_self_check(FILE *f)
+{
+    const uint8_t token[HP_MSG_TOKEN_LEN] = "hetpipe-check";
+    const char *tls = getenv("UCX_TLS");
+    struct hp_comm *comm = NULL;
+    char err[1024];
+    int rc;
+
+    fprintf(f, "ucx.version = %s\n", ucp_get_version_string());
+    fprintf(f, "ucx.transports = %s%s\n", tls && *tls ? "UCX_TLS=" : "auto",
+            tls && *tls ? tls : " (UCX_TLS unset)");
+    hp_log_capture(err, sizeof(err));
+    rc = hp_comm_create(0, 1, token, &comm);
+    hp_log_capture(NULL, 0);
+    if (rc) {
+        fprintf(f, "ucx.context = failed: %s\n", err[0] ? err : hp_strerror(rc));
+        return rc;
+    }
+    hp_comm_destroy(comm);
+    fprintf(f, "ucx.context = ok\n");
+    return 0;
+}
+
 void hp_comm_destroy(struct hp_comm *comm)
 {
     if (comm == NULL)
