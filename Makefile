@@ -5,7 +5,9 @@
 #   make install            install under $(DESTDIR)$(PREFIX) (config into $(DESTDIR)$(SYSCONFDIR),
 #                           the SPANK plugin into $(DESTDIR)$(SLURM_PLUGINDIR)); make uninstall
 #   make format             clang-format every C/CUDA source
-#   make HP_CUDA=0|1|auto   CUDA backend off / required / when nvcc is found (default)
+#   make HP_CUDA=0|1|auto   CUDA backend off / required / when nvcc is found (default): the module
+#                           hetpipe-cuda.so, which the programs load on demand (they link no
+#                           CUDA library; runtime/backend_module.h); installed in $(LIBDIR)/hetpipe
 #   make SANITIZER=address|undefined
 #   make CFLAGS=...         extra compiler flags (added to the project's own)
 
@@ -68,33 +70,39 @@ CHECK_LIBS      := $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -ls
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -O3 -g -fPIC $(WARN) $(WERROR) $(SANFLAGS) \
                -DHP_HAVE_CUDA=$(HAVE_CUDA) -DHP_HAVE_SLURM=$(HP_SLURM) -DHP_DATADIR='"$(DATADIR)"' \
-               -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -MMD -MP
+               -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' -DHP_LIBDIR='"$(LIBDIR)"' -MMD -MP
 HP_LDFLAGS := $(SANFLAGS)
 
 # Three layers that point one way (ARCHITECTURE.md): common/ (libc and iniparser only) below
 # runtime/ (the ranks) and launcher/ (the hetpipe command, which may run runtime code in
 # process). Each layer is compiled with only its own and lower layers' include directories,
-# so an include that points up does not build; tests/layering.py checks the rest.
+# so an include that points up does not build; tests/layering.py checks the rest. The launcher
+# gets neither UCX's nor PMIx's headers: it reaches them only through hetpipe-rank --self-check.
 COMMON_INC   := -Icommon
 RUNTIME_INC  := -Icommon -Iruntime $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS)
-LAUNCHER_INC := $(RUNTIME_INC) -Ilauncher
+LAUNCHER_INC := -Icommon -Iruntime -Ilauncher
 $(BUILD)/common/%.o:   LAYER_INC = $(COMMON_INC)
 $(BUILD)/runtime/%.o:  LAYER_INC = $(RUNTIME_INC)
 $(BUILD)/launcher/%.o: LAYER_INC = $(LAUNCHER_INC)
-$(BUILD)/tests/%.o:    LAYER_INC = $(LAUNCHER_INC)
+$(BUILD)/tests/%.o:    LAYER_INC = $(RUNTIME_INC) -Ilauncher
 HP_CFLAGS = $(BASE_CFLAGS) $(LAYER_INC)
 
+# The runtime's libraries in two parts: what its compute modules need (backends, nets, data,
+# training: also in hetpipe, which runs them in process) and what only a rank needs (comm.c:
+# UCX, bootstrap.c: PMIx). hetpipe links no UCX or PMIx: were comm.o or bootstrap.o pulled
+# into it, its link would fail. No CUDA library is linked: hetpipe-cuda.so is dlopen()ed.
 COMMON_LIBS   := -liniparser -lz -lm
-RUNTIME_LIBS  := $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -lz -lpthread
+COMPUTE_LIBS  := $(OPENBLAS_LIBS) -lpthread -ldl
+RANK_LIBS     := $(UCX_LIBS) $(PMIX_LIBS)
 LAUNCHER_LIBS := $(SLURM_LIBS)
 
 # libc only: what the SPANK plugin links (it runs inside slurmstepd)
 COMMON_LIBC_SRCS := common/error.c common/parse.c common/options.c common/binding.c
 COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/cli.c common/ini.c common/gpudb.c common/layers.c \
                  common/paths.c common/model.c common/cluster.c common/plan.c common/planfile.c \
-                 common/output.c common/ckptfile.c
-RUNTIME_SRCS  := runtime/backend.c runtime/backend_cpu.c runtime/net.c runtime/data.c \
-                 runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
+                 common/output.c common/process.c common/tlpart.c common/ckptfile.c
+RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.c runtime/net.c \
+                 runtime/data.c runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
                  runtime/worker.c runtime/schedule.c runtime/stash.c runtime/wsp.c runtime/dp.c \
                  runtime/link.c runtime/feed.c runtime/jobpoint.c runtime/evaluate.c \
                  runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_store.c \
@@ -105,6 +113,9 @@ LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c lau
                  launcher/reportfig.c launcher/jobreport.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
 
+# The CUDA backend module: runtime/backend_cuda*.cu (backend_cuda_module.cu is its entry
+# point), one shared object that exports only what runtime/backend_cuda.map names and needs
+# nothing from the program that loads it (--no-undefined).
 ifeq ($(HAVE_CUDA),1)
   CUDA_LIBDIR := $(CUDA_HOME)/lib64
   NVCCFLAGS   := -O2 -std=c++17 -Xcompiler -fPIC,-Wall -Icommon -Iruntime -I$(CUDA_HOME)/include \
@@ -112,23 +123,27 @@ ifeq ($(HAVE_CUDA),1)
                  -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) \
                  -DHP_HAVE_CUDA=1 -MMD -MP
   CUDA_OBJS   := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
-  RUNTIME_INC += -I$(CUDA_HOME)/include
-  RUNTIME_LIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++
+  CUDA_MODULE := $(BUILD)/hetpipe-cuda.so
+  CUDA_MODULE_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++
 else
-  RUNTIME_SRCS += runtime/backend_cuda_none.c
-  CUDA_OBJS :=
+  CUDA_OBJS   :=
+  CUDA_MODULE :=
 endif
 
 COMMON_LIB   := $(BUILD)/libhp_common.a
 RUNTIME_LIB  := $(BUILD)/libhp_runtime.a
 LAUNCHER_LIB := $(BUILD)/libhp_launcher.a
 COMMON_OBJS  := $(COMMON_SRCS:%.c=$(BUILD)/%.o)
-RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
+RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/%.o)
 LAUNCHER_LIB_OBJS := $(LAUNCHER_LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB_OBJS := $(COMMON_OBJS) $(RUNTIME_OBJS) $(LAUNCHER_LIB_OBJS)
-# link lines: a program of a layer links that layer's archive and those below
-RANK_LINK  = $(RUNTIME_LIB) $(COMMON_LIB) $(RUNTIME_LIBS) $(COMMON_LIBS)
-ALL_LINK   = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(RUNTIME_LIBS) $(COMMON_LIBS)
+# link lines: a program of a layer links that layer's archive and those below; hetpipe
+# without the rank-only libraries; the tests and benchmarks with everything
+RANK_LINK  = $(RUNTIME_LIB) $(COMMON_LIB) $(RANK_LIBS) $(COMPUTE_LIBS) $(COMMON_LIBS)
+HETPIPE_LINK = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(COMPUTE_LIBS) \
+               $(COMMON_LIBS)
+ALL_LINK   = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(RANK_LIBS) \
+             $(COMPUTE_LIBS) $(COMMON_LIBS)
 ALL_ARCHIVES := $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB)
 
 LAUNCHER_SRCS := launcher/main.c $(wildcard launcher/cmd_*.c)
@@ -150,11 +165,11 @@ ALL_OBJS := $(LIB_OBJS) $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/runtime/rank.
             $(BUILD)/tests/bench/torch_ref.o $(BUILD)/tests/bench/plans.o $(BUILD)/tests/boot_check.o
 
 .PHONY: all check install uninstall format clean features bench gpu-check
-all: features $(HETPIPE) $(HETPIPE_RANK) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(BENCH_PLANS) $(BOOT_CHECK)
+all: features $(HETPIPE) $(HETPIPE_RANK) $(CUDA_MODULE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(BENCH_PLANS) $(BOOT_CHECK)
 
 features:
 	@echo "hetpipe: features: cpu backend (OpenBLAS): yes"
-	@echo "hetpipe: features: cuda backend (cuBLAS, cuDNN): $(if $(filter 1,$(HAVE_CUDA)),yes ($(NVCC); sm_$(CUDA_ARCHS)),no (HP_CUDA=$(HP_CUDA)$(if $(NVCC),, and nvcc not found)))"
+	@echo "hetpipe: features: cuda backend (cuBLAS, cuDNN): $(if $(filter 1,$(HAVE_CUDA)),yes ($(CUDA_MODULE), loaded on demand; $(NVCC); sm_$(CUDA_ARCHS)),no (HP_CUDA=$(HP_CUDA)$(if $(NVCC),, and nvcc not found)))"
 	@echo "hetpipe: features: sanitizer: $(or $(SANITIZER),none)"
 	@echo "hetpipe: features: Slurm discovery (libslurm): $(if $(filter 1,$(HP_SLURM)),yes,no (/usr/include/slurm/slurm.h not found: install libslurm-dev))"
 	@echo "hetpipe: features: SPANK plugin: $(if $(filter 1,$(HAVE_SPANK)),yes ($(SPANK_H)),no ($(SPANK_HEADER) not found: install libslurm-dev))"
@@ -177,12 +192,18 @@ $(LAUNCHER_LIB): $(LAUNCHER_LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
+# the launcher: no UCX, no PMIx, no CUDA library (ldd; tests/layering.py)
 $(HETPIPE): $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(ALL_ARCHIVES)
-	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(HETPIPE_LINK)
 
-# the rank program: the runtime and common layers only (no planner, no libslurm)
+# the rank program: the runtime and common layers only (no planner, no libslurm, no CUDA)
 $(HETPIPE_RANK): $(BUILD)/runtime/rank.o $(RUNTIME_LIB) $(COMMON_LIB)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(RANK_LINK)
+
+# the CUDA backend module (not under the sanitizer: nvcc's objects are not instrumented)
+$(CUDA_MODULE): $(CUDA_OBJS) runtime/backend_cuda.map
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=runtime/backend_cuda.map -Wl,--no-undefined \
+	    -o $@ $(CUDA_OBJS) $(CUDA_MODULE_LIBS)
 
 # The unit tests count allocations (tests/unit/util.c) by wrapping the allocator.
 WRAP_ALLOC := $(foreach f,malloc calloc realloc posix_memalign,-Wl,--wrap=$(f))
@@ -268,15 +289,15 @@ FUZZ_SECONDS ?= 60
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(WERROR) $(FUZZ_SAN) -DHP_HAVE_CUDA=0 \
                 -DHP_HAVE_SLURM=0 -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' \
-                -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS) -MMD -MP
-FUZZ_LIB_SRCS := $(COMMON_SRCS) $(sort $(filter-out runtime/backend_cuda_none.c,$(RUNTIME_SRCS)) \
-                 runtime/backend_cuda_none.c) launcher/slurm.c
+                -DHP_LIBDIR='"$(LIBDIR)"' -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) \
+                $(UCX_CFLAGS) $(PMIX_CFLAGS) -MMD -MP
+FUZZ_LIB_SRCS := $(COMMON_SRCS) $(RUNTIME_SRCS) launcher/slurm.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_LIB      := $(FUZZ_BUILD)/libhp_fuzz.a
 FUZZ_NAMES    := siteconf model cluster plan binding address msgheader options gres manifest timeline \
                  $(if $(filter 1,$(HAVE_SPANK)),plugstack)
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
-FUZZ_LINK     := $(FUZZ_LIB) $(OPENBLAS_LIBS) $(UCX_LIBS) $(PMIX_LIBS) -lz -lpthread $(COMMON_LIBS)
+FUZZ_LINK     := $(FUZZ_LIB) $(RANK_LIBS) $(COMPUTE_LIBS) $(COMMON_LIBS)
 
 .PHONY: fuzz-build fuzz
 fuzz-build: $(FUZZ_BINS)
@@ -311,10 +332,11 @@ bench: all
 gpu-check: all
 	sh tests/gpu/run.sh
 
-# Everything lands under $(DESTDIR): programs, models and clusters under $(PREFIX), the plugin in
-# Slurm's plugin directory, the config in $(SYSCONFDIR) (an admin's edited one is never
-# overwritten: the shipped one lands beside it as .new), the man pages (plain roff).
-INSTALL_FILES := $(HETPIPE) $(HETPIPE_RANK) $(if $(filter 1,$(HAVE_SPANK)),$(SPANK_SO))
+# Everything lands under $(DESTDIR): programs, models and clusters under $(PREFIX), the CUDA
+# backend module (when built) in $(LIBDIR)/hetpipe, the plugin in Slurm's plugin directory, the
+# config in $(SYSCONFDIR) (an admin's edited one is never overwritten: the shipped one lands
+# beside it as .new), the man pages (plain roff).
+INSTALL_FILES := $(HETPIPE) $(HETPIPE_RANK) $(CUDA_MODULE) $(if $(filter 1,$(HAVE_SPANK)),$(SPANK_SO))
 PLUGSTACK_LINE := required $(SLURM_PLUGINDIR)/spank_hetpipe.so config=$(SYSCONFDIR)/hetpipe.conf
 install: $(INSTALL_FILES)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DATADIR)/models $(DESTDIR)$(DATADIR)/clusters \
@@ -325,6 +347,10 @@ install: $(INSTALL_FILES)
 	install -m 0644 etc/clusters/*.ini $(DESTDIR)$(DATADIR)/clusters/
 	install -m 0644 man/hetpipe.1 $(DESTDIR)$(MANDIR)/man1/hetpipe.1
 	install -m 0644 man/spank_hetpipe.8 $(DESTDIR)$(MANDIR)/man8/spank_hetpipe.8
+ifeq ($(HAVE_CUDA),1)
+	install -d $(DESTDIR)$(LIBDIR)/hetpipe
+	install -m 0755 $(CUDA_MODULE) $(DESTDIR)$(LIBDIR)/hetpipe/hetpipe-cuda.so
+endif
 ifeq ($(HAVE_SPANK),1)
 	install -d $(DESTDIR)$(SLURM_PLUGINDIR)
 	install -m 0644 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_hetpipe.so
@@ -347,8 +373,9 @@ endif
 # Removes what install put, but an edited config (its .new goes).
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/hetpipe $(DESTDIR)$(BINDIR)/hetpipe-rank \
-	    $(DESTDIR)$(SLURM_PLUGINDIR)/spank_hetpipe.so \
+	    $(DESTDIR)$(LIBDIR)/hetpipe/hetpipe-cuda.so $(DESTDIR)$(SLURM_PLUGINDIR)/spank_hetpipe.so \
 	    $(DESTDIR)$(MANDIR)/man1/hetpipe.1 $(DESTDIR)$(MANDIR)/man8/spank_hetpipe.8
+	@rmdir $(DESTDIR)$(LIBDIR)/hetpipe 2> /dev/null || true
 	rm -rf $(DESTDIR)$(DATADIR)
 	@for f in $(wildcard etc/*.conf); do \
 	    dst="$(DESTDIR)$(SYSCONFDIR)/$$(basename $$f)"; \

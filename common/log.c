@@ -54,26 +54,29 @@ void hp_log_set_prefix(const char *p)
     snprintf(prefix, sizeof(prefix), "%s", p);
 }
 
-void hp_log(enum hp_log_level level, const char *fmt, ...)
+void hp_vlog(enum hp_log_level level, const char *fmt, va_list ap)
 {
-    va_list ap;
     char buf[2048];
 
     if (!level_set)
         level_from_env();
     if (capture) {
-        if (level == HP_LOG_ERROR && capture[0] == '\0') {
-            va_start(ap, fmt);
+        if (level == HP_LOG_ERROR && capture[0] == '\0')
             vsnprintf(capture, capture_len, fmt, ap);
-            va_end(ap);
-        }
         return;
     }
     if (level > threshold || quiet)
         return;
-    va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
     /* One write per message, so lines from several processes do not interleave. */
     fprintf(stderr, "%s: %s: %s\n", prefix, level_names[level], buf);
+}
+
+void hp_log(enum hp_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    hp_vlog(level, fmt, ap);
+    va_end(ap);
 }

@@ -9,6 +9,7 @@
 #ifndef HP_LOG_H
 #define HP_LOG_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 enum hp_log_level {
@@ -33,6 +34,11 @@ void hp_log_set_quiet(int on);
 void hp_log_capture(char *buf, size_t n);
 
 void hp_log(enum hp_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* hp_log with the arguments in a va_list (the CUDA backend module logs through it: the host
+ * hands it over in struct hp_backend_host, runtime/backend_module.h). */
+void hp_vlog(enum hp_log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 #define hp_error(...) hp_log(HP_LOG_ERROR, __VA_ARGS__)
 #define hp_warn(...) hp_log(HP_LOG_WARN, __VA_ARGS__)

@@ -10,12 +10,17 @@
  * External commands run without a shell (proc.h) under a deadline, their exit status checked:
  * a missing or hanging tool is a FAIL or a skip, never a crash or a hang.
  *
+ * UCX, PMIx and the CUDA backend are what the ranks use, and hetpipe links none of them: their
+ * checks read what `hetpipe-rank --self-check` prints ("key = value" lines: runtime/rank.c),
+ * so they see what a rank started from here would see. When the rank program does not run,
+ * they are skipped (its own FAIL says why); when its self-check gives nothing, the first of
+ * them fails with what went wrong.
+ *
  * Exit status: 0 without a FAIL, 1 with one, 2 for a bad option.
  */
 #include "commands.h"
 
-#include "backend.h"
-#include "comm.h"
+#include "backend_module.h"
 #include "data.h"
 #include "error.h"
 #include "gpudb.h"
@@ -25,7 +30,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <pmix.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +37,6 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #ifndef HP_SLURM_PLUGINDIR
@@ -41,6 +44,7 @@
 #endif
 
 #define CMD_TIMEOUT_S 10
+#define SELF_CHECK_TIMEOUT_S 30   /* hetpipe-rank --self-check: a UCX context, CUDA's libraries */
 #define CMD_OUTPUT_MAX (1u << 20) /* bytes of a command's output kept */
 
 struct doctor {
@@ -51,6 +55,10 @@ struct doctor {
     char srun[PATH_MAX];               /* the srun the Slurm checks use; "" when they are skipped */
     char skip_slurm[256];              /* why the Slurm checks are skipped; "" when they run */
     char err[2048];                    /* the error captured from the check that runs */
+    char rank[PATH_MAX];               /* the rank program; "" when it does not run */
+    char *self; /* what hetpipe-rank --self-check printed (NULL: it was not run) */
+    char self_why[PATH_MAX + 4096]; /* why its output may lack a key (how the self-check ended) */
+    int self_said;                  /* a check has reported that a key is missing */
 };
 
 static const char synopsis[] =
@@ -327,6 +335,15 @@ static void check_data(struct doctor *d)
     hp_dataset_release(&test);
 }
 
+/* The fix for a rank program that exited with `status` and printed `out`. */
+static const char *rank_fix(int status, const char *out)
+{
+    if (status == 127 && strstr(out, "error while loading shared libraries"))
+        return "install the shared library it names (UCX: apt-get install libucx0; PMIx: "
+               "libpmix2), or rebuild it (make) or reinstall it (make install)";
+    return "rebuild (make) or reinstall it (make install)";
+}
+
 static void check_rank(struct doctor *d)
 {
     static const char *const fix = "build it (make) or install it beside hetpipe (make install), "
@@ -351,41 +368,98 @@ static void check_rank(struct doctor *d)
     }
     if (r.status != 0) {
         snprintf(what, sizeof(what), "%s --help", path);
-        r.out[0] = '\0'; /* what --help prints is no reason */
+        if (r.status != 126 && r.status != 127)
+            r.out[0] = '\0'; /* what --help prints is no reason; the dynamic loader's is */
         cmd_failure(what, &r, why, sizeof(why));
-        fail(d, "rank program", "rebuild (make) or reinstall it (make install)", "%s", why);
-    } else
+        fail(d, "rank program", rank_fix(r.status, r.out), "%s", why);
+    } else {
         ok("rank program", "%s runs", path);
+        snprintf(d->rank, sizeof(d->rank), "%s", path);
+    }
     free(r.out);
+}
+
+/* Run hetpipe-rank --self-check once, when the rank program runs: d->self, d->self_why. */
+static void run_self_check(struct doctor *d)
+{
+    const char *av[] = {d->rank, "--self-check", NULL};
+    char what[PATH_MAX + 64];
+    struct hp_proc_result r;
+
+    if (!d->rank[0]) {
+        snprintf(d->self_why, sizeof(d->self_why),
+                 "not checked: the rank program does not run (see its line above)");
+        return;
+    }
+    snprintf(what, sizeof(what), "%s --self-check", d->rank);
+    hp_log_capture(d->err, sizeof(d->err));
+    const int rc = hp_proc_run(av, SELF_CHECK_TIMEOUT_S, CMD_OUTPUT_MAX, &r);
+    hp_log_capture(NULL, 0);
+    if (rc) {
+        snprintf(d->self_why, sizeof(d->self_why), "cannot run '%s': %s", what,
+                 captured(d, hp_strerror(rc)));
+        return;
+    }
+    if (r.status == 124)
+        snprintf(d->self_why, sizeof(d->self_why), "'%s' did not answer within %d s", what,
+                 SELF_CHECK_TIMEOUT_S);
+    else if (r.status == 0)
+        snprintf(d->self_why, sizeof(d->self_why),
+                 "'%s' printed no such line (a hetpipe-rank of another version?)", what);
+    else
+        cmd_failure(what, &r, d->self_why, sizeof(d->self_why));
+    d->self = r.out;
+}
+
+/* The value of `key` in the self-check's output into buf (size n): 0. Else -1, after the
+ * first check to miss one has said why (FAIL, or skip when the rank program does not run)
+ * and a later one that it was not checked. */
+static int self_value(struct doctor *d, const char *check, const char *key, char *buf, size_t n)
+{
+    const size_t len = strlen(key);
+
+    for (const char *l = d->self; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+        if (strncmp(l, key, len) == 0 && strncmp(l + len, " = ", 3) == 0) {
+            snprintf(buf, n, "%.*s", (int)(strchrnul(l, '\n') - l - len - 3), l + len + 3);
+            return 0;
+        }
+    if (!d->rank[0])
+        skip(check, "%s", d->self_why);
+    else if (d->self_said)
+        skip(check, "not checked: the rank program's self-check gave nothing (see above)");
+    else
+        fail(d, check,
+             "rebuild hetpipe-rank with this hetpipe (make), or reinstall both (make install)",
+             "no '%s' from the rank program's self-check: %s", key, d->self_why);
+    d->self_said = 1;
+    return -1;
 }
 
 static void check_ucx(struct doctor *d)
 {
-    const uint8_t token[HP_MSG_TOKEN_LEN] = "hetpipe-doctor";
-    const char *tls = getenv("UCX_TLS");
-    struct hp_comm *comm = NULL;
-    int rc;
+    char version[128], transports[1024], context[2048];
 
-    hp_log_capture(d->err, sizeof(d->err));
-    rc = hp_comm_create(0, 1, token, &comm);
-    hp_log_capture(NULL, 0);
-    if (rc) {
+    if (self_value(d, "UCX", "ucx.version", version, sizeof(version)) ||
+        self_value(d, "UCX", "ucx.transports", transports, sizeof(transports)) ||
+        self_value(d, "UCX", "ucx.context", context, sizeof(context)))
+        return;
+    if (strcmp(context, "ok") != 0) {
         fail(d, "UCX",
              "check UCX_TLS and UCX_NET_DEVICES ('ucx_info -d' lists this machine's transports), "
              "or reinstall UCX (apt-get install libucx0)",
-             "UCX %s: %s", ucp_get_version_string(), captured(d, hp_strerror(rc)));
+             "UCX %s: %s", version, strncmp(context, "failed: ", 8) == 0 ? context + 8 : context);
         return;
     }
-    hp_comm_destroy(comm);
-    ok("UCX", "UCX %s: context and worker created; transports %s%s", ucp_get_version_string(),
-       tls && *tls ? "UCX_TLS=" : "auto", tls && *tls ? tls : " (UCX_TLS unset)");
+    ok("UCX", "UCX %s: context and worker created; transports %s", version, transports);
 }
 
 static void check_pmix(struct doctor *d)
 {
-    const char *v = PMIx_Get_version();
+    char v[256];
 
-    if (!v || !*v) {
+    if (self_value(d, "PMIx", "pmix.version", v, sizeof(v)))
+        return;
+    if (!*v) {
         fail(d, "PMIx", "reinstall PMIx (apt-get install libpmix2)",
              "the PMIx library reports no version");
         return;
@@ -393,41 +467,66 @@ static void check_pmix(struct doctor *d)
     ok("PMIx", "%s", v);
 }
 
+/* A CUDA check that did not pass: a FAIL with --require-gpu (or when `always`), else a skip. */
+static void __attribute__((format(printf, 5, 6)))
+cuda_not_ok(struct doctor *d, int always, const char *fix, const char *skip_tail, const char *fmt,
+            ...)
+{
+    char what[3 * PATH_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (d->require_gpu || always)
+        fail(d, "CUDA", fix, "%s", what);
+    else
+        skip("CUDA", "%s%s", what, skip_tail);
+}
+
 static void check_cuda(struct doctor *d)
 {
     const char *fix_build = "install the CUDA toolkit with cuBLAS and cuDNN, then rebuild with "
                             "make HP_CUDA=1 (and make install)";
+    const char *fix_libs = "install the CUDA libraries the module needs (the CUDA runtime, cuBLAS, "
+                           "cuDNN), or add their directory to LD_LIBRARY_PATH";
     const char *fix_dev = "install the NVIDIA driver (nvidia-smi must list the GPU) and run on a "
                           "GPU node";
+    char module[PATH_MAX], searched[3 * PATH_MAX], driver[16], load[3 * PATH_MAX], n[32];
+    char dev0[1024];
 
-    if (!HP_HAVE_CUDA) {
-        if (d->require_gpu)
-            fail(d, "CUDA", fix_build, "this hetpipe was built without the CUDA backend");
-        else
-            skip("CUDA", "built without the CUDA backend (nvcc not found at build time): CPU "
-                         "only");
+    if (self_value(d, "CUDA", "cuda.module", module, sizeof(module)) ||
+        self_value(d, "CUDA", "cuda.driver", driver, sizeof(driver)))
+        return;
+    if (strcmp(module, "none") == 0) {
+        if (self_value(d, "CUDA", "cuda.searched", searched, sizeof(searched)))
+            return;
+        cuda_not_ok(d, 0, fix_build, ": CPU only", "no CUDA backend (%s not found in %s)",
+                    HP_BACKEND_CUDA_FILE, searched);
         return;
     }
-    const int n = hp_backend_cuda_device_count();
-    if (n <= 0) {
-        if (d->require_gpu)
-            fail(d, "CUDA", fix_dev, "the CUDA backend is built, but no usable CUDA device");
-        else
-            skip("CUDA", "the CUDA backend is built, but this machine has no usable CUDA device "
-                         "(no GPU or no driver)");
+    if (self_value(d, "CUDA", "cuda.load", load, sizeof(load)))
+        return;
+    if (strcmp(load, "ok") != 0) {
+        /* with a driver here, the ranks fall back to the CPU: worth a FAIL */
+        cuda_not_ok(d, strcmp(driver, "yes") == 0, fix_libs, " (no NVIDIA driver here: CPU only)",
+                    "%s", strncmp(load, "failed: ", 8) == 0 ? load + 8 : load);
         return;
     }
-    struct hp_backend *be = NULL;
-    hp_log_capture(d->err, sizeof(d->err));
-    int rc = hp_backend_cuda_create(0, &be);
-    hp_log_capture(NULL, 0);
-    if (rc) {
-        fail(d, "CUDA", fix_dev, "%d device(s), but device 0 does not work: %s", n,
-             captured(d, hp_strerror(rc)));
+    if (self_value(d, "CUDA", "cuda.devices", n, sizeof(n)))
+        return;
+    if (atoi(n) <= 0) {
+        cuda_not_ok(d, 0, fix_dev, " (no GPU or no driver)",
+                    "the CUDA backend %s loads, but this machine has no usable CUDA device",
+                    module);
         return;
     }
-    ok("CUDA", "%d device(s); %s works (cuBLAS, cuDNN)", n, be->name);
-    hp_backend_destroy(be);
+    if (self_value(d, "CUDA", "cuda.device0", dev0, sizeof(dev0)))
+        return;
+    if (strncmp(dev0, "failed: ", 8) == 0)
+        fail(d, "CUDA", fix_dev, "%s device(s), but device 0 does not work: %s", n, dev0 + 8);
+    else
+        ok("CUDA", "%s device(s); %s works (cuBLAS, cuDNN)", n, dev0);
 }
 
 /* ---- Slurm ---------------------------------------------------------------------------- */
@@ -615,6 +714,7 @@ int hp_cmd_doctor(int argc, char **argv)
     check_models(d);
     check_data(d);
     check_rank(d);
+    run_self_check(d);
     check_ucx(d);
     check_pmix(d);
     check_cuda(d);
@@ -623,6 +723,7 @@ int hp_cmd_doctor(int argc, char **argv)
     rc = d->nfail ? 1 : 0;
     if (d->nfail)
         printf("hetpipe doctor: %d check(s) failed\n", d->nfail);
+    free(d->self);
     free(d);
     return rc;
 }

@@ -6,7 +6,6 @@
 #include "ckptfile.h"
 #include "cli.h"
 #include "clock.h"
-#include "comm.h"
 #include "commands.h"
 #include "error.h"
 #include "log.h"
@@ -14,6 +13,7 @@
 #include "planfile.h"
 #include "planjob.h"
 #include "proc.h"
+#include "process.h"
 #include "output.h"
 #include "rundir.h"
 #include "tlmerge.h"
@@ -31,6 +31,10 @@
 
 #define MAX_ARGS 160
 #define KILL_GRACE_S 5.0
+/* After the first failure, the other ranks' time to end on their own: those that fail for the
+ * same cause (a peer gone silent, say) name it in their logs before they are stopped. Their
+ * account must not depend on how fast the failed rank's process exits. */
+#define REPORT_GRACE_S 0.5
 
 static const char synopsis[] =
     "usage: hetpipe run --local [options]\n"
@@ -49,8 +53,10 @@ struct local {
     char store[1 << 17]; /* the strings of av */
     char resume[4200];   /* --resume resolved */
     pid_t *pids;
-    int failed;  /* the first rank that failed, nranks when interrupted, -1 */
-    int stopped; /* ranks that checkpointed and stopped on request */
+    int failed;     /* the first rank that failed, nranks when interrupted, -1 */
+    int stopped;    /* ranks that checkpointed and stopped on request */
+    double stop_at; /* > 0: when the others get stop_sig (REPORT_GRACE_S after a failure) */
+    int stop_sig;   /* SIGKILL when a rank is stopped (it ignores SIGTERM), else SIGTERM */
 };
 
 static volatile sig_atomic_t interrupted, requested;
@@ -245,7 +251,7 @@ static void signal_all(const struct local *L, int sig)
 }
 
 /* Rank r ended with `status`: a failure is reported once, naming its role and cause. */
-static void rank_ended(struct local *L, int r, int status, double *kill_at)
+static void rank_ended(struct local *L, int r, int status)
 {
     char role[256], logp[4300];
 
@@ -262,7 +268,8 @@ static void rank_ended(struct local *L, int r, int status, double *kill_at)
                      "up waiting for it; stopping the job",
                      q, role, r);
             L->failed = q;
-            signal_all(L, SIGKILL);
+            L->stop_sig = SIGKILL;
+            L->stop_at = hp_now_s() + REPORT_GRACE_S;
             return;
         }
     L->failed = r;
@@ -278,12 +285,12 @@ static void rank_ended(struct local *L, int r, int status, double *kill_at)
         fprintf(stderr, "last lines of %s:\n", logp);
         hp_tail_file(logp, 5, stderr);
     }
-    signal_all(L, SIGTERM);
-    *kill_at = hp_now_s() + KILL_GRACE_S;
+    L->stop_sig = SIGTERM;
+    L->stop_at = hp_now_s() + REPORT_GRACE_S;
 }
 
-/* Wait for every rank; the first that fails (or a signal to us) stops the others: SIGTERM,
- * then SIGKILL after KILL_GRACE_S. */
+/* Wait for every rank; the first that fails (or a signal to us) stops the others: after
+ * REPORT_GRACE_S (a failure) SIGTERM, then SIGKILL after KILL_GRACE_S. */
 static void supervise(struct local *L)
 {
     const int n = L->job.plan.nranks;
@@ -310,6 +317,11 @@ static void supervise(struct local *L)
                 signal_all(L, SIGTERM);
                 kill_at = hp_now_s() + KILL_GRACE_S;
             }
+            if (L->stop_at > 0.0 && hp_now_s() > L->stop_at) {
+                signal_all(L, L->stop_sig);
+                kill_at = L->stop_sig == SIGTERM ? hp_now_s() + KILL_GRACE_S : 0.0;
+                L->stop_at = 0.0;
+            }
             if (kill_at > 0.0 && hp_now_s() > kill_at) {
                 signal_all(L, SIGKILL);
                 kill_at = 0.0;
@@ -325,7 +337,7 @@ static void supervise(struct local *L)
             continue;
         L->pids[r] = 0;
         alive--;
-        rank_ended(L, r, status, &kill_at);
+        rank_ended(L, r, status);
     }
 }
 

@@ -247,7 +247,7 @@ static void load_timelines(struct hp_jobdata *d)
         if (stat(path, &st) != 0)
             continue;
         hp_log_capture(msg, sizeof(msg));
-        const int rc = hp_tl_read(path, &p->meta, &p->ev, &p->n);
+        const int rc = hp_tl_part_read(path, &p->meta, &p->ev, &p->n);
         hp_log_capture(NULL, 0);
         if (rc) {
             if (bad++ < 4)

@@ -8,14 +8,14 @@
  *   RUN_DIR/plan.ini        the plan (common/planfile.h)
  *   RUN_DIR/stats.R         rank R's stats (runtime/report.c: hp_stage_write_stats)
  *   RUN_DIR/metrics.csv     split,epoch,step,seconds,loss,accuracy,images_per_s
- *   RUN_DIR/timeline.R      rank R's timeline part (runtime/timeline.h)
+ *   RUN_DIR/timeline.R      rank R's timeline part (common/tlpart.h)
  *   RUN_DIR/rank-R.log      rank R's output
  */
 #ifndef HP_JOBDATA_H
 #define HP_JOBDATA_H
 
 #include "planjob.h"
-#include "timeline.h"
+#include "tlpart.h"
 
 /* A worker rank's stats file; `have` 0 when there was none. Unknown keys are skipped. */
 struct hp_stats {

@@ -1,11 +1,13 @@
 /* main.c - the `hetpipe` command: one dispatch point for its subcommands (commands.h). */
 #include "backend.h"
+#include "backend_module.h"
 #include "cli.h"
 #include "commands.h"
 #include "error.h"
 #include "log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +32,19 @@ static const struct {
     {"timeline", hp_cmd_timeline, "merge a job's timeline (--timeline) into one Chrome trace"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* The version, and where the CUDA backend module is (found, not loaded: the programs link no
+ * CUDA library, runtime/backend_module.h). */
+static void version(void)
+{
+    char path[PATH_MAX], searched[3 * PATH_MAX + 64];
+
+    if (hp_backend_module_find(path, sizeof(path), searched, sizeof(searched)) == 0)
+        printf("hetpipe %s (cuda backend: %s)\n", VERSION, path);
+    else
+        printf("hetpipe %s (cuda backend: none; %s not found in %s)\n", VERSION,
+               HP_BACKEND_CUDA_FILE, searched);
+}
 
 static void usage(FILE *f)
 {
@@ -82,7 +97,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("hetpipe %s (cuda backend: %s)\n", VERSION, HP_HAVE_CUDA ? "built" : "not built");
+        version();
         return 0;
     }
     argv[1] = argv[0];

@@ -36,7 +36,7 @@ int hp_tl_job_load(const char *prefix, int nranks, struct hp_tl_job *job)
     job->t0 = 0.0;
     for (int r = 0; r < nranks; r++) {
         snprintf(path, sizeof(path), "%s.%d", prefix, r);
-        if (hp_tl_read(path, &job->meta[r], &job->ev[r], &job->n[r]) != 0 ||
+        if (hp_tl_part_read(path, &job->meta[r], &job->ev[r], &job->n[r]) != 0 ||
             job->meta[r].rank != r) {
             if (job->meta[r].rank != r && job->ev[r])
                 hp_warn("timeline: %s is the part of rank %d, not of rank %d", path,

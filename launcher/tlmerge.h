@@ -1,4 +1,4 @@
-/* tlmerge.h - the ranks' timeline parts (runtime/timeline.h) merged into one Chrome
+/* tlmerge.h - the ranks' timeline parts (common/tlpart.h) merged into one Chrome
  * trace-event JSON file that Perfetto (ui.perfetto.dev) and chrome://tracing open:
  *   - one process per VW ("VW v: K stages, Nm N"; dp: "replica v"), one for the PS shards;
  *   - one track (thread) per rank: "stage S: TYPE on NODE (rank R)", sorted by stage;
@@ -12,7 +12,7 @@
 #ifndef HP_TLMERGE_H
 #define HP_TLMERGE_H
 
-#include "timeline.h"
+#include "tlpart.h"
 
 /* Every rank's part: PREFIX.0 .. PREFIX.(nranks - 1). */
 struct hp_tl_job {

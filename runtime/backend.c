@@ -1,5 +1,6 @@
-/* backend.c - choosing a backend by name. */
+/* backend.c - choosing a backend by name; counting a backend's memory. */
 #include "backend.h"
+#include "backend_module.h"
 
 #include "error.h"
 #include "log.h"
@@ -94,21 +95,29 @@ int hp_backend_track_memory(struct hp_backend *be)
 
 int hp_backend_create(const char *name, struct hp_backend **out)
 {
+    const char *why;
     int rc;
 
     if (strcmp(name, "cpu") == 0)
         return hp_backend_cpu_create(out);
     if (strcmp(name, "cuda") == 0) {
+        rc = hp_backend_module_load(NULL, &why);
+        if (rc == -HP_ENOTFOUND) {
+            hp_error("device 'cuda': this hetpipe has no CUDA backend (%s)", why);
+            return -HP_EUNSUPPORTED;
+        }
+        if (rc) {
+            hp_error("device 'cuda': %s", why);
+            return rc;
+        }
         rc = hp_backend_cuda_create(0, out);
-        if (rc == -HP_EUNSUPPORTED)
-            hp_error("device 'cuda': this hetpipe was built without the CUDA backend "
-                     "(rebuild with nvcc on PATH, or HP_CUDA=1)");
-        else if (rc == -HP_ENODEV)
+        if (rc == -HP_ENODEV)
             hp_error("device 'cuda': no usable CUDA device or driver on this machine "
                      "(use --device cpu or auto)");
         return rc;
     }
     if (strcmp(name, "auto") == 0) {
+        /* hp_backend_cuda_device_count loads nothing without a driver */
         if (hp_backend_cuda_device_count() > 0 && hp_backend_cuda_create(0, out) == 0)
             return 0;
         return hp_backend_cpu_create(out);

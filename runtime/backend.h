@@ -1,9 +1,12 @@
 /* backend.h - the compute backend interface: a table of function pointers (the ggml way).
  *
- * The CPU backend (backend_cpu.c, OpenBLAS) is the reference and always built; the CUDA
- * backend (backend_cuda*.cu, cuBLAS + cuDNN) has the same ops with the same semantics and is
- * built when nvcc is found (HP_HAVE_CUDA). Every op is checked CPU-vs-CUDA by
- * tests/gpu/check_ops.c and against finite differences by tests/unit.
+ * The CPU backend (backend_cpu.c, OpenBLAS) is the reference, always built and linked; the
+ * CUDA backend (backend_cuda*.cu, cuBLAS + cuDNN) has the same ops with the same semantics. It
+ * is built, when nvcc is found, as a module of its own, hetpipe-cuda.so, which the programs
+ * load on demand (backend_module.h): they link no CUDA library, and a build without nvcc
+ * (HP_CUDA=0) simply has no module. The CUDA entry points below go through that loader. Every
+ * op is checked CPU-vs-CUDA by tests/gpu/check_ops.c and against finite differences by
+ * tests/unit.
  *
  * Conventions, for every op:
  * - All float and int32 pointers are device pointers of this backend (host memory for the
@@ -174,15 +177,19 @@ int hp_backend_cpu_create(struct hp_backend **out);
 void hp_backend_cpu_set_threads(int n);
 int hp_backend_cpu_threads(void);
 
-/* The CUDA backend on device `device`. Returns -HP_EUNSUPPORTED when built without CUDA and
- * -HP_ENODEV when no usable device (or no driver) is present; never crashes for lack of one. */
+/* The CUDA backend on device `device`, from the module (loaded now if it is not yet).
+ * Returns -HP_EUNSUPPORTED when there is no module (not logged), -HP_EBACKEND when it cannot
+ * be loaded (logged: the module's path and the library it lacks), -HP_ENODEV when no usable
+ * device (or no driver) is present; never crashes for lack of one. */
 int hp_backend_cuda_create(int device, struct hp_backend **out);
 
-/* Number of usable CUDA devices (0 without CUDA support, driver or device). */
+/* Number of usable CUDA devices: 0 without an NVIDIA driver (then nothing is loaded), without
+ * the module, or when it cannot load (said once, as a warning), or without a device. */
 int hp_backend_cuda_device_count(void);
 
-/* By name: "cpu", "cuda" (device 0; error if none), "auto" (cuda if a device is present,
- * else cpu). Logs and returns -HP_EINVAL for another name. */
+/* By name: "cpu", "cuda" (device 0; an error naming what is missing if the module, a library
+ * or a device is), "auto" (cuda if a device is present, else cpu; no module is loaded without
+ * an NVIDIA driver). Logs and returns -HP_EINVAL for another name. */
 int hp_backend_create(const char *name, struct hp_backend **out);
 
 static inline void hp_backend_destroy(struct hp_backend *be)

@@ -6,6 +6,9 @@
  * are in backend_cuda_conv.cu, batch norm in backend_cuda_bn.cu, own kernels in
  * backend_cuda_elementwise.cu and backend_cuda_loss.cu.
  *
+ * The module's entry point (backend_cuda_module.cu) hands hp_cuda_device_count and
+ * hp_cuda_create to the loader (backend_module.c).
+ *
  * Precision: all math is true fp32. cuBLAS runs in CUBLAS_DEFAULT_MATH, which never lowers
  * fp32 inputs to TF32 (that takes CUBLAS_TF32_TENSOR_OP_MATH); cuDNN convolutions are set to
  * CUDNN_FMA_MATH (backend_cuda_conv.cu), since cuDNN's default math permits TF32 on sm_80+.
@@ -271,7 +274,7 @@ static const struct hp_backend_ops cuda_ops = {
 
 /* Devices the runtime reports. Without a driver (or with a too old one) cudaGetDeviceCount
  * fails; that, like zero devices, means none. */
-extern "C" int hp_backend_cuda_device_count(void)
+int hp_cuda_device_count(void)
 {
     int count = 0;
     cudaError_t st = cudaGetDeviceCount(&count);
@@ -284,11 +287,11 @@ extern "C" int hp_backend_cuda_device_count(void)
     return count;
 }
 
-extern "C" int hp_backend_cuda_create(int device, struct hp_backend **out)
+int hp_cuda_create(int device, struct hp_backend **out)
 {
     struct hp_cuda *cu;
     cudaDeviceProp prop;
-    int count = hp_backend_cuda_device_count();
+    int count = hp_cuda_device_count();
     int rc;
 
     /* No device is a normal condition for the caller to report (backend.c does); it is only

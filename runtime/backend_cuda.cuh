@@ -84,6 +84,12 @@ static inline unsigned hp_cuda_grid(const struct hp_cuda *cu, size_t n)
     return blocks ? (unsigned)blocks : 1u;
 }
 
+/* backend_cuda.cu: the devices the CUDA runtime reports (0 without a driver), and a backend
+ * on one of them (hp_backend_cuda_device_count and hp_backend_cuda_create of backend.h, which
+ * reach these through the module's entry point, backend_cuda_module.cu). */
+int hp_cuda_device_count(void);
+int hp_cuda_create(int device, struct hp_backend **out);
+
 /* backend_cuda_conv.cu: convolution and pooling (cuDNN). */
 int hp_cuda_conv_create(struct hp_backend *be, const struct hp_conv_desc *d, struct hp_conv **out,
                         size_t *workspace);

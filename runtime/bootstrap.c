@@ -514,6 +514,13 @@ int hp_boot_pmix_present(void)
     return getenv("PMIX_NAMESPACE") != NULL && getenv("PMIX_RANK") != NULL;
 }
 
+void hp_boot_self_check(FILE *f)
+{
+    const char *v = PMIx_Get_version();
+
+    fprintf(f, "pmix.version = %s\n", v ? v : "");
+}
+
 static int from_pmix(pmix_status_t st)
 {
     switch (st) {

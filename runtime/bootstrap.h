@@ -18,6 +18,7 @@
 #define HP_BOOTSTRAP_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 struct hp_comm;
 struct hp_boot;
@@ -38,6 +39,10 @@ int hp_boot_pmix_open(struct hp_boot **out);
 
 /* 1 when the environment says a PMIx server started us (PMIX_NAMESPACE / PMIX_RANK set). */
 int hp_boot_pmix_present(void);
+
+/* For hetpipe-rank --self-check (hetpipe doctor): "pmix.version = VERSION" (the library's,
+ * PMIx_Get_version; empty when it reports none) on f. */
+void hp_boot_self_check(FILE *f);
 
 int hp_boot_rank(const struct hp_boot *b);
 

@@ -5,6 +5,7 @@
 #include "error.h"
 #include "log.h"
 #include "options.h"
+#include "process.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -150,28 +151,6 @@ static int exited(int pidfd)
     return poll(&pfd, 1, 0) > 0;
 }
 
-/* As wait_request, but give up early (UCS_ERR_CONNECTION_RESET) when the endpoint to `peer`
- * (>= 0) reports a failure, or a peer on this host has exited (polled every LIVENESS_MS): a
- * receive from a dead peer would otherwise wait out its timeout. */
-int hp_pid_stopped(long pid)
-{
-    char path[64], buf[512];
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')'); /* the name may hold anything: the state follows it */
-    return rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't');
-}
-
 /* Has peer i failed? Polls a same-host peer's pidfd at most every LIVENESS_MS: exited, or
  * stopped (SIGSTOP) for longer than the stop limit (a stopped peer never answers). */
 static int peer_failed(struct hp_comm *comm, int i, int64_t now)
@@ -236,8 +215,6 @@ void hp_comm_set_stop_limit(struct hp_comm *comm, int ms)
     comm->stop_limit_ms = ms > 0 ? ms : 1;
 }
 
-/* As wait_request, but UCS_ERR_CONNECTION_RESET as soon as `peer` fails; with
- * HP_COMM_ANY_PEER, as soon as any connected peer fails (*failed says which). */
 /* Progress the worker until it has nothing more to do (at most DRAIN_ROUNDS rounds): what a
  * peer that has just exited sent before it went (its sends flushed) may still wait in this
  * process's socket buffers or shared memory, and counts. */
@@ -247,6 +224,10 @@ static void drain(struct hp_comm *comm)
         ;
 }
 
+/* As wait_request, but give up early (UCS_ERR_CONNECTION_RESET) as soon as `peer` fails (its
+ * endpoint reports a failure, or a peer on this host has exited: polled every LIVENESS_MS), as
+ * a receive from a dead peer would otherwise wait out its timeout; with HP_COMM_ANY_PEER, as
+ * soon as any connected peer fails (*failed says which). */
 static ucs_status_t wait_request_peer(struct hp_comm *comm, void *req, int64_t deadline, int peer,
                                       int *failed)
 {
@@ -1023,6 +1004,29 @@ static void close_peer(struct hp_comm *comm, struct peer *p)
         }
     }
     close_force(comm, p);
+}
+
+int hp_comm_self_check(FILE *f)
+{
+    const uint8_t token[HP_MSG_TOKEN_LEN] = "hetpipe-check";
+    const char *tls = getenv("UCX_TLS");
+    struct hp_comm *comm = NULL;
+    char err[1024];
+    int rc;
+
+    fprintf(f, "ucx.version = %s\n", ucp_get_version_string());
+    fprintf(f, "ucx.transports = %s%s\n", tls && *tls ? "UCX_TLS=" : "auto",
+            tls && *tls ? tls : " (UCX_TLS unset)");
+    hp_log_capture(err, sizeof(err));
+    rc = hp_comm_create(0, 1, token, &comm);
+    hp_log_capture(NULL, 0);
+    if (rc) {
+        fprintf(f, "ucx.context = failed: %s\n", err[0] ? err : hp_strerror(rc));
+        return rc;
+    }
+    hp_comm_destroy(comm);
+    fprintf(f, "ucx.context = ok\n");
+    return 0;
 }
 
 void hp_comm_destroy(struct hp_comm *comm)

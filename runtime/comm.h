@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define HP_MSG_MAGIC 0x48505045u /* "HPPE" */
 #define HP_MSG_VERSION 1
@@ -77,6 +78,14 @@ struct hp_comm;
 int hp_comm_create(int rank, int nranks, const uint8_t token[HP_MSG_TOKEN_LEN],
                    struct hp_comm **out);
 
+/* For hetpipe-rank --self-check (hetpipe doctor): make a context and a worker as a rank does
+ * and free them again; "key = value" lines on f:
+ *   ucx.version = 1.13.1                 (the library's, ucp_get_version_string)
+ *   ucx.transports = UCX_TLS=tcp,self | auto (UCX_TLS unset)
+ *   ucx.context = ok | failed: WHY       (the error hp_comm_create logs)
+ * 0, or the code of the failure. */
+int hp_comm_self_check(FILE *f);
+
 /* This worker's address, to hand to the peers (through PMIx, a file or a pipe): the UCP
  * worker address after a few bytes that say where this rank runs (kernel boot id, pid
  * namespace, pid). *addr points into the comm and stays valid until hp_comm_destroy. */
@@ -119,10 +128,6 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
  * (default 60 s; the ranks set --timeout). HETPIPE_LIVENESS=exit in the environment turns this
  * off (only exits count), as for a peer on another host: the tests of the deadlines use it. */
 void hp_comm_set_stop_limit(struct hp_comm *comm, int ms);
-
-/* Whether process pid (on this host) is stopped: SIGSTOP or SIGTSTP, state T or t in
- * /proc/PID/stat. */
-int hp_pid_stopped(long pid);
 
 /* After a failed call: the peer to blame (the one a send or receive timed out on, else the
  * first that failed: exited, stopped, its connection lost) and why, or -1. */

@@ -4,13 +4,19 @@
  * (runtime/ps_shard.h).
  *
  *   hetpipe-rank --plan FILE [--rank R --boot-dir DIR] [training options]
+ *   hetpipe-rank --self-check
  *
  * The rank comes from PMIx when a PMIx server started the process, else from --rank (or
  * $HETPIPE_RANK). Options and variables come from the table of record (common/options.h);
  * the plan's own (batch, staleness, seed, ...) from the plan file. Exit status 0 on success, 1 on
  * any failure (logged, naming the cause), 2 for a bad command line.
+ *
+ * --self-check needs no plan: it prints what this program reaches, as "key = value" lines
+ * that hetpipe doctor reads (launcher/cmd_doctor.c): UCX (comm.c), PMIx (bootstrap.c) and the
+ * CUDA backend module (backend_module.c). Exit 0, or 1 when UCX cannot make a context.
  */
 #include "backend.h"
+#include "backend_module.h"
 #include "binding.h"
 #include "bootstrap.h"
 #include "ckpt.h"
@@ -38,6 +44,7 @@
 
 static const char synopsis[] =
     "usage: hetpipe-rank --plan FILE [--rank R --boot-dir DIR] [options]\n"
+    "       hetpipe-rank --self-check\n"
     "One rank of a job (hetpipe run --local and hetpipe launch start them): a pipeline stage of\n"
     "a virtual worker, or a parameter-server shard, as the plan gives its rank.\n";
 
@@ -323,6 +330,8 @@ static int parse_args(int argc, char **argv, struct rank *r)
         hp_error("unexpected argument '%s' (see hetpipe-rank --help)", argv[rest]);
         return 2;
     }
+    if (r->o.self_check)
+        return -1;
     if (!r->o.plan) {
         hp_error("option '--plan' is required (a plan file from hetpipe plan --out or hetpipe "
                  "run)");
@@ -342,6 +351,16 @@ static int parse_args(int argc, char **argv, struct rank *r)
     return -1;
 }
 
+/* hetpipe-rank --self-check (see the top of this file). */
+static int self_check(void)
+{
+    const int rc = hp_comm_self_check(stdout);
+
+    hp_boot_self_check(stdout);
+    hp_backend_module_self_check(stdout);
+    return fflush(stdout) == 0 && rc == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     struct rank r = {.rank = -1};
@@ -349,6 +368,8 @@ int main(int argc, char **argv)
 
     if (rc >= 0)
         return rc;
+    if (r.o.self_check)
+        return self_check();
     if (r.o.threads)
         hp_backend_cpu_set_threads((int)r.o.threads);
     hp_ckpt_signals(r.o.checkpoint_dir);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
 # hetpipe doctor: one line per check ("ok", "FAIL ...; fix: ...", "skip"), exit 1 on a FAIL.
+# UCX, PMIx and CUDA are checked through hetpipe-rank --self-check (hetpipe links none of them).
 # On this machine with --no-slurm, with broken input, and under a real Slurm (a four-node
 # cluster of its own, tests/slurm/cluster.sh) with and without the SPANK plugin loaded. The
 # Slurm tests are skipped unless root with Slurm and munge installed and the plugin built.
@@ -122,6 +123,43 @@ slurm_setup() {
     HETPIPE_RANK_BIN="$TMP/none" run timeout 60 "$HETPIPE" doctor --no-slurm
     [ "$status" -eq 1 ]
     line_of FAIL 'rank program' | grep -q "$TMP/none.*; fix: .*HETPIPE_RANK_BIN"
+}
+
+@test "a rank program that cannot start names the library; UCX, PMIx and CUDA are not checked" {
+    # a broken libucp.so.0 first on the library path: hetpipe (which needs no UCX) still runs,
+    # hetpipe-rank cannot start
+    mkdir "$TMP/lib"
+    : > "$TMP/lib/libucp.so.0"
+    LD_LIBRARY_PATH="$TMP/lib" run timeout 60 "$HETPIPE" doctor --no-slurm
+    echo "$output"
+    [ "$status" -eq 1 ]
+    line_of FAIL 'rank program' | grep -q "hetpipe-rank --help' cannot be run (exit 127): .*libucp.so.0.*; fix: install the shared library it names"
+    for c in UCX PMIx CUDA; do
+        line_of skip "$c" | grep -q 'not checked: the rank program does not run'
+    done
+    [ "$(echo "$output" | grep -c '^FAIL ')" -eq 1 ]
+    line_of ok config
+}
+
+@test "a rank program without a self-check: UCX fails with a fix, PMIx and CUDA are not checked" {
+    printf '#!/bin/sh\n[ "$1" = --help ] && exit 0\necho "hetpipe-rank: error: unknown option $1" >&2\nexit 2\n' > "$TMP/rank"
+    chmod +x "$TMP/rank"
+    HETPIPE_RANK_BIN="$TMP/rank" run timeout 60 "$HETPIPE" doctor --no-slurm
+    echo "$output"
+    [ "$status" -eq 1 ]
+    line_of ok 'rank program'
+    line_of FAIL UCX | grep -q "no 'ucx.version' from the rank program's self-check: '$TMP/rank --self-check' failed (exit 2): hetpipe-rank: error: unknown option --self-check; fix: rebuild hetpipe-rank"
+    line_of skip PMIx | grep -q 'not checked'
+    line_of skip CUDA | grep -q 'not checked'
+    [ "$(echo "$output" | grep -c '^FAIL ')" -eq 1 ]
+}
+
+@test "UCX that cannot make a context (UCX_TLS names no transport) is a FAIL with the UCX_TLS fix" {
+    UCX_TLS=bogus run timeout 60 "$HETPIPE" doctor --no-slurm
+    echo "$output"
+    [ "$status" -eq 1 ]
+    line_of FAIL UCX | grep -q '^FAIL UCX: UCX 1\.[0-9.]*: cannot create the transport: ucp_init: .*; fix: check UCX_TLS'
+    line_of ok PMIx
 }
 
 @test "no srun on PATH: the Slurm checks are skipped, not failed" {

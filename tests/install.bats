@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # make install / make uninstall into a DESTDIR: every file with its mode, an edited config
-# kept, man pages that render, an installed hetpipe that finds its models, and an uninstall
-# that removes what install put. Runs make in the repository on the build tree of $HETPIPE;
+# kept, man pages that render, an installed hetpipe that finds its models and its CUDA backend
+# module, and an uninstall that removes what install put. Runs make in the repository on the build tree of $HETPIPE;
 # skipped when that build is not up to date (install must not rebuild under other tests).
 
 setup_file() {
@@ -20,6 +20,11 @@ setup() {
     if [ -f "$B/spank_hetpipe.so" ]; then
         targets="$targets $B/spank_hetpipe.so"
     fi
+    MODULE=0
+    if [ -f "$B/hetpipe-cuda.so" ]; then
+        targets="$targets $B/hetpipe-cuda.so"
+        MODULE=1
+    fi
     # shellcheck disable=SC2086
     if ! make -q -C "$ROOT" BUILD="$B" $targets > /dev/null 2>&1; then
         skip "the build in $B is not up to date (run make first)"
@@ -33,7 +38,7 @@ setup() {
             break
         fi
     done
-    unset HETPIPE_CONF HETPIPE_MODELS HETPIPE_RANK_BIN
+    unset HETPIPE_CONF HETPIPE_MODELS HETPIPE_RANK_BIN HETPIPE_CUDA_MODULE
 }
 
 teardown() {
@@ -68,6 +73,10 @@ mode() {
     cmp "$ROOT/etc/hetpipe.conf" "$D/etc/hetpipe/hetpipe.conf"
     [ "$(mode "$D/usr/local/share/man/man1/hetpipe.1")" = 644 ]
     [ "$(mode "$D/usr/local/share/man/man8/spank_hetpipe.8")" = 644 ]
+    if [ "$MODULE" -eq 1 ]; then
+        [ "$(mode "$D/usr/local/lib/hetpipe/hetpipe-cuda.so")" = 755 ]
+        cmp "$B/hetpipe-cuda.so" "$D/usr/local/lib/hetpipe/hetpipe-cuda.so"
+    fi
     if [ -f "$B/spank_hetpipe.so" ]; then
         [ "$(mode "$D$PLUGINDIR/spank_hetpipe.so")" = 644 ]
         cmp "$B/spank_hetpipe.so" "$D$PLUGINDIR/spank_hetpipe.so"
@@ -76,7 +85,7 @@ mode() {
         [[ "$output" == *"spank_hetpipe.so not built"* ]]
     fi
     # nothing else
-    [ "$(find "$D" -type f | wc -l)" -eq $((2 + $(ls "$ROOT"/etc/models/*.ini "$ROOT"/etc/clusters/*.ini | wc -l) + 1 + 2 + $([ -f "$B/spank_hetpipe.so" ] && echo 1 || echo 0))) ]
+    [ "$(find "$D" -type f | wc -l)" -eq $((2 + $(ls "$ROOT"/etc/models/*.ini "$ROOT"/etc/clusters/*.ini | wc -l) + 1 + 2 + $([ -f "$B/spank_hetpipe.so" ] && echo 1 || echo 0) + MODULE)) ]
 }
 
 @test "SLURM_PLUGINDIR= puts the plugin elsewhere" {
@@ -143,6 +152,23 @@ mode() {
     [[ "$output" == *"ok   rank program: $D/usr/local/bin/hetpipe-rank runs"* ]]
 }
 
+@test "the installed hetpipe names the installed CUDA backend module, and its rank loads it" {
+    mk install > /dev/null
+    run "$D/usr/local/bin/hetpipe" --version
+    echo "$output"
+    [ "$status" -eq 0 ]
+    if [ "$MODULE" -eq 0 ]; then
+        [[ "$output" == *"(cuda backend: none; hetpipe-cuda.so not found in $D/usr/local/bin, $D/usr/local/lib/hetpipe, "* ]]
+        skip "the CUDA backend module is not built"
+    fi
+    [[ "$output" == *"(cuda backend: $D/usr/local/lib/hetpipe/hetpipe-cuda.so)" ]]
+    run "$D/usr/local/bin/hetpipe-rank" --self-check
+    echo "$output"
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -qx "cuda.module = $D/usr/local/lib/hetpipe/hetpipe-cuda.so"
+    echo "$output" | grep -qx "cuda.load = ok"
+}
+
 @test "make uninstall removes what install put, but an edited config" {
     mk install > /dev/null
     run mk uninstall
@@ -150,6 +176,7 @@ mode() {
     [ "$(find "$D" -type f | wc -l)" -eq 0 ]
     [ ! -e "$D/etc/hetpipe" ]
     [ ! -e "$D/usr/local/share/hetpipe" ]
+    [ ! -e "$D/usr/local/lib/hetpipe" ]
     # edited: kept, and its .new removed
     mk install > /dev/null
     echo "; edited" >> "$D/etc/hetpipe/hetpipe.conf"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bats
 # The architecture's rules (tests/layering.py, ARCHITECTURE.md): layers point one way, the rank
-# program links no planner or libslurm, the plugin only the C library, no shell from C, no
-# function over 120 lines, every HETPIPE_* variable a row of the options table. Each rule must
-# pass on this tree and fail on a tree or program that breaks it.
+# program links no planner or libslurm, hetpipe no UCX, PMIx or CUDA library (neither program
+# a CUDA library), the CUDA backend module exports its entry point only, the plugin links only
+# the C library, no shell from C, no function over 120 lines, every HETPIPE_* variable a row of
+# the options table, every path the words name exists. Each rule must pass on this tree and
+# fail on a tree or program that breaks it.
 
 setup() {
     ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
@@ -30,8 +32,10 @@ check_src() {
     run python3 "$ROOT/tests/layering.py" --root "$ROOT" --build "$BUILD"
     echo "$output"
     [ "$status" -eq 0 ]
-    [[ "$output" == *"ok   hetpipe-rank links no planner and no libslurm"* ]]
-    [[ "$output" != *"skip"* || ! -e "/usr/include/slurm/spank.h" ]]
+    [[ "$output" == *"ok   hetpipe-rank links no planner, no libslurm, no CUDA library"* ]]
+    [[ "$output" == *"ok   hetpipe links no UCX, PMIx or CUDA library"* ]]
+    [[ "$output" != *"skip the plugin"* || ! -e "/usr/include/slurm/spank.h" ]]
+    [[ "$output" != *"skip the CUDA backend module"* || ! -x "$(command -v nvcc)" ]]
 }
 
 @test "a runtime file that includes a launcher header is refused" {
@@ -124,4 +128,39 @@ check_src() {
     [[ "$output" == *"runtime/worker.c:1: runtime/pipeline.c: no such file or directory"* ]]
     [[ "$output" == *"runtime/worker.c:1: stage.h: no such file in the repository"* ]]
     [[ "$output" == *"launcher/timeline.h: no such file or directory"* ]]
+}
+
+@test "the launcher including UCX's or PMIx's header is refused" {
+    copy_tree
+    sed -i '0,/#include <stdio.h>/s//#include <stdio.h>\n#include <ucp\/api\/ucp.h>/' "$TMP/src/launcher/cmd_doctor.c"
+    sed -i '0,/#include <stdio.h>/s//#include <stdio.h>\n#include <pmix.h>/' "$TMP/src/launcher/main.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"launcher/cmd_doctor.c: includes <ucp/api/ucp.h>"* ]]
+    [[ "$output" == *"launcher/main.c: includes <pmix.h>"* ]]
+}
+
+@test "a hetpipe with UCX, PMIx or a CUDA library, a module that exports more, are refused" {
+    [ -x "$BUILD/hetpipe-rank" ] || skip "not built"
+    # hetpipe-rank needs UCX and PMIx: as the launcher, it breaks the rule
+    run python3 "$ROOT/tests/layering.py" --root "$ROOT" --build "$TMP/none" \
+        --hetpipe-bin "$BUILD/hetpipe-rank"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"FAIL hetpipe links no UCX, PMIx or CUDA library"* ]]
+    [[ "$output" == *"hetpipe-rank needs libucp.so"* ]]
+    [[ "$output" == *"hetpipe-rank needs libpmix.so"* ]]
+    [ -f "$BUILD/hetpipe-cuda.so" ] || skip "the CUDA backend module is not built"
+    # the module needs the CUDA libraries: as either program, it breaks the rules
+    run python3 "$ROOT/tests/layering.py" --root "$ROOT" --build "$TMP/none" \
+        --hetpipe-bin "$BUILD/hetpipe-cuda.so" --rank-bin "$BUILD/hetpipe-cuda.so" \
+        --module "$BUILD/hetpipe"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"FAIL hetpipe-rank links no planner, no libslurm, no CUDA library"* ]]
+    [[ "$output" == *"hetpipe-cuda.so needs libcudart.so"* ]]
+    [[ "$output" == *"hetpipe-cuda.so needs libcudnn.so"* ]]
+    # hetpipe as the module: it exports more than the entry point
+    [[ "$output" == *"FAIL the CUDA backend module exports its entry point only"* ]]
+    [[ "$output" == *"hetpipe exports "*", not just hp_backend_module_cuda_v1"* ]]
 }

@@ -2,19 +2,26 @@
 """The architecture's rules, checked on the sources and the built programs (ARCHITECTURE.md).
 
     python3 tests/layering.py [--root DIR] [--build DIR] [--rank-bin FILE] [--plugin FILE]
+                              [--hetpipe-bin FILE] [--module FILE]
 
 Sources (under --root, default the checkout):
   - common/ includes only its own headers, the C library and POSIX, iniparser and zlib (the
     checkpoint files' CRC-32); its libc-only modules (what the SPANK plugin links) not even
     those or a common header that is not libc-only;
   - runtime/ includes no launcher/ header; no layer includes spank/;
+  - launcher/ includes no UCX, PMIx or CUDA header (it reaches them through hetpipe-rank
+    --self-check and the CUDA backend module);
   - no C source calls system() or popen() (paths may hold any character);
   - no function outside tests/ is longer than MAX_FUNC lines;
   - every HETPIPE_* variable a C source names is a row's variable (.env in common/options.def),
     read through the options table.
 Programs (under --build, default build/; skipped when not built):
   - hetpipe-rank links neither libslurm nor the planner (no hp_plan_compute, hp_cost_*,
-    hp_partition_*, hp_slurm_*, hp_job_* symbols);
+    hp_partition_*, hp_slurm_*, hp_job_* symbols), nor a CUDA library;
+  - hetpipe needs no CUDA library (libcudart, libcublas, libcublasLt, libcudnn) and neither
+    UCX (libucp, libucs, libuct, libucm) nor PMIx (libpmix);
+  - hetpipe-cuda.so exports exactly one symbol, its entry point, and leaves no hp_* symbol
+    undefined (it needs nothing from the program that loads it);
   - spank_hetpipe.so needs only the C library and leaves undefined only C-library symbols
     and what Slurm's processes provide (spank_*, slurm_*).
 Prints one line per rule ("ok ..." or "FAIL ..." with what breaks it); exit 1 on any FAIL.
@@ -34,6 +41,11 @@ SYSTEM_OK = re.compile(
     r"spawn|stdarg|stdbool|stddef|stdint|stdio|stdlib|string|strings|time|unistd|"
     r"sys/(prctl|random|stat|time|types|wait))\.h$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+# what the launcher may not include: UCX, PMIx, CUDA (hetpipe links none of them)
+LAUNCHER_NO = re.compile(r"^(ucp|ucs|uct|ucm)/|^pmix|^(cuda|cublas|cudnn|cuda_runtime)\w*\.h$")
+CUDA_LIB = re.compile(r"^lib(cudart|cublas|cublasLt|cudnn)\b")
+RANK_ONLY_LIB = re.compile(r"^lib(ucp|ucs|uct|ucm|pmix)\b")
+MODULE_ENTRY = "hp_backend_module_cuda_v1"
 
 
 def includes(path):
@@ -76,6 +88,11 @@ def check_includes(root):
         for kind, name in includes(path):
             if kind == '"' and name in launcher:
                 bad.append(f"{os.path.relpath(path, root)}: includes the launcher header \"{name}\"")
+    for path in sources(root, "launcher"):
+        for kind, name in includes(path):
+            if kind == "<" and LAUNCHER_NO.search(name):
+                bad.append(f"{os.path.relpath(path, root)}: includes <{name}> (UCX, PMIx and CUDA "
+                           "are the ranks' and the module's)")
     spank = headers(root, "spank")
     for folder in ("common", "runtime", "launcher"):
         for path in sources(root, folder):
@@ -163,13 +180,31 @@ def needed(binary):
 
 
 def check_rank(binary):
-    bad = [f"{binary} needs {lib}" for lib in needed(binary) if "slurm" in lib]
+    bad = [f"{binary} needs {lib}" for lib in needed(binary)
+           if "slurm" in lib or CUDA_LIB.match(lib)]
     planner = re.compile(r"\b(hp_plan_compute|hp_cost_\w+|hp_partition_\w+|hp_slurm_\w+|"
                          r"hp_alloc_\w+|hp_job_\w+|hp_profile_\w+)\b")
     for line in tool("nm", binary).splitlines():
         m = planner.search(line)
         if m:
             bad.append(f"{binary} holds the launcher's {m.group(1)}")
+    return bad
+
+
+def check_hetpipe(binary):
+    return [f"{binary} needs {lib}" for lib in needed(binary)
+            if CUDA_LIB.match(lib) or RANK_ONLY_LIB.match(lib)]
+
+
+def check_module(so):
+    exported = [l.split()[-1] for l in tool("nm", "-D", "--defined-only", so).splitlines()
+                if l.strip()]
+    bad = [] if exported == [MODULE_ENTRY] else [
+        f"{so} exports {', '.join(exported) or 'nothing'}, not just {MODULE_ENTRY}"]
+    for line in tool("nm", "-D", "--undefined-only", so).splitlines():
+        sym = line.split()[-1] if line.split() else ""
+        if sym.startswith("hp_"):
+            bad.append(f"{so} needs '{sym}' from the program that loads it")
     return bad
 
 
@@ -203,17 +238,24 @@ def main():
     ap.add_argument("--build", default=None)
     ap.add_argument("--rank-bin", default=None)
     ap.add_argument("--plugin", default=None)
+    ap.add_argument("--hetpipe-bin", default=None)
+    ap.add_argument("--module", default=None)
     a = ap.parse_args()
     build = a.build or os.path.join(a.root, "build")
     rank = a.rank_bin or os.path.join(build, "hetpipe-rank")
     plugin = a.plugin or os.path.join(build, "spank_hetpipe.so")
+    hetpipe = a.hetpipe_bin or os.path.join(build, "hetpipe")
+    module = a.module or os.path.join(build, "hetpipe-cuda.so")
     ok = report("includes point one way (common <- runtime, launcher)", check_includes(a.root))
     ok &= report("no shell from C", check_no_shell(a.root))
     ok &= report(f"no function over {MAX_FUNC} lines", check_functions(a.root))
     ok &= report("every HETPIPE_* variable is a row of the options table",
                  check_variables(a.root))
-    for name, path, check in (("hetpipe-rank links no planner and no libslurm", rank, check_rank),
-                              ("the plugin links only the C library", plugin, check_plugin)):
+    for name, path, check in (
+            ("hetpipe-rank links no planner, no libslurm, no CUDA library", rank, check_rank),
+            ("hetpipe links no UCX, PMIx or CUDA library", hetpipe, check_hetpipe),
+            ("the CUDA backend module exports its entry point only", module, check_module),
+            ("the plugin links only the C library", plugin, check_plugin)):
         if os.path.exists(path):
             ok &= report(name, check(path))
         else:

@@ -26,7 +26,9 @@ TOP = ("common", "runtime", "launcher", "spank", "tests", "etc", "jobs", "man")
 EXTS = ("c", "h", "cu", "cuh", "py", "bats", "sh", "ini", "conf", "md", "map", "list", "json")
 # headers and files of the libraries and tools hetpipe builds on, named bare in comments
 EXTERNAL = {
-    "stdio.h", "stdlib.h", "string.h", "zlib.h", "pmix.h", "ucp.h", "cublas_v2.h", "cudnn.h",
+    "stddef.h", "stdint.h", "stdbool.h", "stdarg.h", "errno.h", "unistd.h", "fcntl.h",
+    "signal.h", "time.h", "math.h", "limits.h", "inttypes.h", "pthread.h", "dirent.h", "spawn.h",
+    "assert.h", "stdio.h", "stdlib.h", "string.h", "zlib.h", "pmix.h", "ucp.h", "cublas_v2.h", "cudnn.h",
     "cuda_runtime.h", "cblas.h", "check.h", "iniparser.h", "spank.h", "slurm.h", "plugstack.conf",
     "slurm.conf", "gres.conf", "hetpipe.conf", "auth_munge.so", "mpi_pmix.so", "munge.key",
     "spank_hetpipe.so", "hetpipe-cuda.so", "select_cons_tres.so", "gres_gpu.so", "ucx.h",

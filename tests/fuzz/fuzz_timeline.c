@@ -1,7 +1,8 @@
-/* fuzz_timeline.c - a rank's timeline part (RUN_DIR/timeline.R, runtime/timeline.h): hp_tl_read,
- * and a part read back written again and re-read (the writer and the reader agree). */
+/* fuzz_timeline.c - a rank's timeline part (RUN_DIR/timeline.R, common/tlpart.h):
+ * hp_tl_part_read, and a part read back written again and re-read (the writer and the reader
+ * agree). */
 #include "fuzz.h"
-#include "timeline.h"
+#include "tlpart.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -18,24 +19,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fuzz_begin();
     fuzz_write("timeline.0", data, size, path, sizeof(path));
-    if (hp_tl_read(path, &meta, &ev, &n) == 0) {
-        struct hp_timeline *tl = hp_tl_create(n, &meta);
-        if (!tl)
-            abort();
-        for (long i = 0; i < n; i++)
-            hp_tl_add(tl, ev[i].kind, ev[i].t0, ev[i].t1, ev[i].mb, ev[i].peer, ev[i].bytes,
-                      ev[i].wave);
-        tl->dropped = meta.dropped;
+    if (hp_tl_part_read(path, &meta, &ev, &n) == 0) {
         snprintf(path2, sizeof(path2), "%s/timeline.1", fuzz_dir);
-        if (hp_tl_write(tl, path2) != 0 || hp_tl_read(path2, &back, &ev2, &n2) != 0 || n2 != n ||
-            back.rank != meta.rank || back.vw != meta.vw || back.stage != meta.stage ||
+        if (hp_tl_part_write(path2, &meta, ev, n, meta.dropped) != 0 ||
+            hp_tl_part_read(path2, &back, &ev2, &n2) != 0 || n2 != n || back.rank != meta.rank ||
+            back.vw != meta.vw || back.stage != meta.stage || back.dropped != meta.dropped ||
             strcmp(back.node, meta.node) != 0 || strcmp(back.gpu, meta.gpu) != 0)
             abort(); /* a part that reads does not survive its own writer */
         for (long i = 0; i < n; i++)
             if (ev2[i].kind != ev[i].kind || ev2[i].mb != ev[i].mb || ev2[i].peer != ev[i].peer ||
                 ev2[i].bytes != ev[i].bytes || ev2[i].wave != ev[i].wave)
                 abort();
-        hp_tl_destroy(tl);
         free(ev2);
         free(ev);
     }

@@ -19,6 +19,9 @@
  * Output: "ok <name> maxerr=<e>" or "FAIL <name> ..." per check, then
  * "gpu_check_ops: N passed, M failed". Exit status 0 if all passed, 1 otherwise, 77 (SKIP)
  * when there is no CUDA device or the build has no CUDA backend.
+ *
+ * The CUDA backend comes through the loader (runtime/backend_module.h): this program lives in
+ * build/tests, so unless $HETPIPE_CUDA_MODULE says otherwise it loads ../hetpipe-cuda.so.
  */
 #include "backend.h"
 #include "error.h"
@@ -31,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RTOL 1e-3
 #define ATOL 1e-4
@@ -836,9 +840,28 @@ out:
 
 /* ---- main ----------------------------------------------------------------------------- */
 
+/* $HETPIPE_CUDA_MODULE, when unset: the module of this build tree (build/hetpipe-cuda.so). */
+static void default_module(void)
+{
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 64);
+    char *slash;
+
+    if (getenv("HETPIPE_CUDA_MODULE") || len <= 0)
+        return;
+    exe[len] = '\0';
+    slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    strcpy(slash + 1, "../hetpipe-cuda.so");
+    setenv("HETPIPE_CUDA_MODULE", exe, 0);
+}
+
 int main(void)
 {
     int rc;
+
+    default_module();
 
     rc = hp_backend_cpu_create(&be[0]);
     if (rc) {
@@ -849,7 +872,8 @@ int main(void)
     if (rc == -HP_ENODEV || rc == -HP_EUNSUPPORTED) {
         printf("gpu_check_ops: SKIP: %s\n",
                rc == -HP_ENODEV ? "no usable CUDA device or driver"
-                                : "this build has no CUDA backend (HP_CUDA=0 or no nvcc)");
+                                : "no CUDA backend module (HP_CUDA=0 or no nvcc, or "
+                                  "$HETPIPE_CUDA_MODULE names none)");
         hp_backend_destroy(be[0]);
         return 77;
     }

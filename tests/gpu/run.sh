@@ -3,8 +3,9 @@
 #
 #   sh tests/gpu/run.sh        (or: make gpu-check)
 #
-# Builds with the CUDA backend required (make HP_CUDA=1), runs build/tests/gpu_check_ops (every
-# backend op, CUDA against the CPU reference), then times training steps with
+# Builds with the CUDA backend required (make HP_CUDA=1: the module build/hetpipe-cuda.so), runs
+# build/tests/gpu_check_ops (every backend op, CUDA against the CPU reference, the CUDA backend
+# through the module loader as the programs get it), then times training steps with
 # `hetpipe time`: the CNN and VGG-19 on CUDA, the CNN on the CPU for comparison.
 # Everything printed also goes to a log file when $OUT is set: $OUT itself, or
 # $OUT/tests-gpu.log when $OUT is a directory.

@@ -1,0 +1,12 @@
+/* process.h - facts about other processes on this host, read from /proc (libc only): what the
+ * launcher (hetpipe run --local watching its ranks) and the runtime (comm.c watching its
+ * peers on this host) both ask.
+ */
+#ifndef HP_PROCESS_H
+#define HP_PROCESS_H
+
+/* Whether process pid (on this host) is stopped: SIGSTOP or SIGTSTP, state T or t in
+ * /proc/PID/stat. 0 also when there is no such process or its state cannot be read. */
+int hp_pid_stopped(long pid);
+
+#endif
