@@ -1,7 +1,8 @@
 # hetpipe - one non-recursive Makefile.
 #
 #   make                    build everything this machine can (prints the features found)
-#   make check              build and run the tests; ends with one summary line
+#   make check              build and run the unit tests and the fast local bats files (tests/README.md;
+#                           check-slurm, check-long, check-san, check-all: the other tiers); one summary line
 #   make install            install under $(DESTDIR)$(PREFIX) (config into $(DESTDIR)$(SYSCONFDIR),
 #                           the SPANK plugin into $(DESTDIR)$(SLURM_PLUGINDIR)); make uninstall
 #   make format             clang-format every C/CUDA source
@@ -76,7 +77,7 @@ HP_LDFLAGS := $(SANFLAGS)
 # Three layers that point one way (ARCHITECTURE.md): common/ (libc and iniparser only) below
 # runtime/ (the ranks) and launcher/ (the hetpipe command, which may run runtime code in
 # process). Each layer is compiled with only its own and lower layers' include directories,
-# so an include that points up does not build; tests/layering.py checks the rest. The launcher
+# so an include that points up does not build; tests/arch/layering.py checks the rest. The launcher
 # gets neither UCX's nor PMIx's headers: it reaches them only through hetpipe-rank --self-check.
 COMMON_INC   := -Icommon
 RUNTIME_INC  := -Icommon -Iruntime $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS)
@@ -162,9 +163,10 @@ BOOT_CHECK := $(BUILD)/tests/boot_check
 
 ALL_OBJS := $(LIB_OBJS) $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/runtime/rank.o $(UNIT_SRCS:%.c=$(BUILD)/%.o) \
             $(BUILD)/tests/gpu/check_ops.o $(BUILD)/tests/bench/train_cpu.o \
-            $(BUILD)/tests/bench/torch_ref.o $(BUILD)/tests/bench/plans.o $(BUILD)/tests/boot_check.o
+            $(BUILD)/tests/bench/torch_ref.o $(BUILD)/tests/bench/plans.o $(BUILD)/tests/slurm/boot_check.o
 
-.PHONY: all check install uninstall format clean features bench gpu-check
+.PHONY: all check check-slurm check-long check-san check-all install uninstall format clean features \
+        bench gpu-check
 all: features $(HETPIPE) $(HETPIPE_RANK) $(CUDA_MODULE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(BENCH_PLANS) $(BOOT_CHECK)
 
 features:
@@ -192,7 +194,7 @@ $(LAUNCHER_LIB): $(LAUNCHER_LIB_OBJS)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-# the launcher: no UCX, no PMIx, no CUDA library (ldd; tests/layering.py)
+# the launcher: no UCX, no PMIx, no CUDA library (ldd; tests/arch/layering.py)
 $(HETPIPE): $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(HETPIPE_LINK)
 
@@ -247,7 +249,7 @@ all: $(BENCH_STAGE_MEM)
 $(BENCH_STAGE_MEM): $(BUILD)/tests/bench/stage_mem.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
-$(BOOT_CHECK): $(BUILD)/tests/boot_check.o $(ALL_ARCHIVES)
+$(BOOT_CHECK): $(BUILD)/tests/slurm/boot_check.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
 # ---- SPANK plugin -------------------------------------------------------------------------
@@ -323,8 +325,22 @@ $(FUZZ_BUILD)/fuzz_plugstack: spank/spank_hetpipe.c
 -include $(FUZZ_LIB_OBJS:.o=.d) $(FUZZ_BINS:=.d)
 # ---- end of fuzzing -----------------------------------------------------------------------
 
+# Test tiers (tests/README.md): check = unit + fast (the local bats files); check-slurm, a real
+# Slurm cluster on this machine; check-long, convergence and other long runs; check-san, the
+# unit tests and the "# sanitizers: yes" bats files against ASan and UBSan builds (made in
+# build-address and build-undefined); check-all, every tier (what CI runs). One summary line.
+TEST_ENV = HETPIPE=$(abspath $(HETPIPE)) BOOT_CHECK=$(abspath $(BOOT_CHECK)) \
+           UNIT_TESTS=$(abspath $(UNIT_TESTS)) MAKE="$(MAKE)"
 check: all
-	@HETPIPE=$(abspath $(HETPIPE)) BOOT_CHECK=$(abspath $(BOOT_CHECK)) UNIT_TESTS=$(abspath $(UNIT_TESTS)) sh tests/run.sh
+	@$(TEST_ENV) sh tests/run.sh unit fast
+check-slurm: all
+	@$(TEST_ENV) sh tests/run.sh slurm
+check-long: all
+	@$(TEST_ENV) sh tests/run.sh long
+check-san:
+	@$(TEST_ENV) sh tests/run.sh san
+check-all: all
+	@$(TEST_ENV) sh tests/run.sh unit fast slurm long san
 
 bench: all
 	sh tests/bench/train_cpu

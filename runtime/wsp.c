@@ -143,7 +143,7 @@ void hp_wsp_destroy(struct hp_comm *comm, struct hp_wsp *w)
  * Every VW trains the same number of minibatches, so every VW pushes F waves in all and the
  * last pull (wave F - 1) waits for F - 2 - D: no pull waits for a wave that never comes.
  * D = 0 is wave-level lock-step (clock - global <= 2); with one VW the pulled weights are the
- * VW's own (the rebase changes nothing) and WSP is plain pipelining. tests/wsp_check.py checks
+ * VW's own (the rebase changes nothing) and WSP is plain pipelining. tests/wsp/wsp_check.py checks
  * the traces against these rules and bounds.
  */
 int hp_wsp_gate_due(const struct hp_wsp *w, long q)

@@ -1,7 +1,7 @@
 /* wsp.h - Wave Synchronous Parallel on a worker stage: when it waits for the other virtual
  * workers, pulls the global weights and rebases on them; when it pushes its updates; what its
  * weights hold (the trace); evaluation on the global weights. The rules and the staleness
- * bound they give are at hp_wsp_gate (wsp.c); tests/wsp_check.py checks a job's traces
+ * bound they give are at hp_wsp_gate (wsp.c); tests/wsp/wsp_check.py checks a job's traces
  * against them.
  *
  * The state is this module's: the parameter-server client it talks through (ps_client.h, or

@@ -1,4 +1,4 @@
-# helpers.bash - shared by the bats files that run jobs (load helpers).
+# helpers.bash - shared by the bats files that run jobs (load ../helpers).
 
 # every test: the hetpipe under test, a fresh scratch directory, one BLAS thread
 common_setup() {
@@ -60,4 +60,12 @@ short_run() {
     echo "# short run $name: test accuracy $acc% (threshold $thr%)" >&3
     [ -n "$acc" ]
     awk -v a="$acc" -v t="$thr" 'BEGIN { exit !(t ~ /^[0-9.]+$/ && a >= t) }'
+}
+
+# line_of TAG CHECK: hetpipe doctor's one line of $output for CHECK with TAG (ok, FAIL, skip);
+# fails if there is not exactly one.
+line_of() {
+    l=$(echo "$output" | grep -E "^$1 +$2: ")
+    [ "$(echo "$l" | grep -c .)" -eq 1 ] || return 1
+    echo "$l"
 }

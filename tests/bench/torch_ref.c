@@ -1,4 +1,4 @@
-/* torch_ref.c - one side of the PyTorch cross-check (tests/torch_equiv.py is the other):
+/* torch_ref.c - one side of the PyTorch cross-check (tests/cli/torch_equiv.py is the other):
  * trains the CNN (etc/models/cnn.ini) for N steps on the CPU backend at minibatch 64 and
  * constant learning rate 0.01 (momentum 0.9, weight decay 5e-4), writing into DIR:
  *   params0.bin   the initial parameters, float32 in hetpipe's layout (= PyTorch's order)

@@ -1,5 +1,5 @@
 # tests/slurm/helpers.bash - what the bats files that use a real Slurm cluster share
-# (load slurm/helpers). Each file runs a cluster of its own (tests/slurm/cluster.sh) in
+# (load helpers). Each file runs a cluster of its own (tests/slurm/cluster.sh) in
 # $BATS_FILE_TMPDIR/slurm on a port of its own, beside any a developer keeps running.
 
 # slurm_unavailable [plugin]: why this file's Slurm tests must be skipped, or nothing (bats 1.8
@@ -25,7 +25,7 @@ slurm_unavailable() {
 # (slurm_unavailable's answer); fails when the Slurm tests must be skipped, so that setup_file
 # can `slurm_prepare || return 0`.
 slurm_prepare() {
-    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
     export ROOT
     SKIP_REASON=$(slurm_unavailable "$@")
     export SKIP_REASON

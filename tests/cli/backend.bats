@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# tier: fast
 # The CUDA backend as a module loaded on demand (runtime/backend_module.h): neither program
 # links a CUDA library, hetpipe links no UCX or PMIx; hetpipe-cuda.so exports its entry point
 # only; --version names the module without loading it; without the module, or with the CUDA

@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
+# tier: fast
 # Wave Synchronous Parallel across virtual workers: the traces of real runs checked against
-# the rules of WSP (runtime/wsp.c at hp_wsp_gate; tests/wsp_check.py), one VW against the pipeline alone,
+# the rules of WSP (runtime/wsp.c at hp_wsp_gate; tests/wsp/wsp_check.py), one VW against the pipeline alone,
 # and the bytes that cross nodes under each placement against the planner's prediction.
 
-load helpers
+load ../helpers
 
 setup() {
     common_setup
@@ -28,7 +29,7 @@ traced() {
 check_rules() {
     traced "$1" "$3" "$4" --train-limit "$5" "${@:6}"
     [[ "$output" == *"$2 virtual workers"*"Nm $4"* ]]
-    run python3 tests/wsp_check.py --staleness "$3" --nm "$4" "$TMP"/t.*
+    run python3 tests/wsp/wsp_check.py --staleness "$3" --nm "$4" "$TMP"/t.*
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"wsp_check: ok: $2 VWs, D $3, Nm $4"* ]]
@@ -78,10 +79,10 @@ check_rules() {
 
 @test "the trace checker fails on a wrong D, a corrupted record, a missing pull" {
     traced tests/clusters/wsp2x2.ini 4 3 --train-limit 3840
-    run python3 tests/wsp_check.py --staleness 4 --nm 3 "$TMP"/t.*
+    run python3 tests/wsp/wsp_check.py --staleness 4 --nm 3 "$TMP"/t.*
     [ "$status" -eq 0 ]
     # the faster VW runs ahead by more than D = 0 allows
-    run python3 tests/wsp_check.py --staleness 0 --nm 3 "$TMP"/t.*
+    run python3 tests/wsp/wsp_check.py --staleness 0 --nm 3 "$TMP"/t.*
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"FAILED"* ]]
@@ -92,14 +93,14 @@ check_rules() {
             split($13, p, ";"); split(p[2], r, ":"); p[2] = (r[1] + 1) ":" (r[2] + 1)
             $13 = p[1] ";" p[2]; done = 1 } { print }' "$TMP/t.0" > "$TMP/bad/t.0"
     ! cmp -s "$TMP/t.0" "$TMP/bad/t.0"
-    run python3 tests/wsp_check.py --staleness 4 --nm 3 "$TMP"/bad/t.*
+    run python3 tests/wsp/wsp_check.py --staleness 4 --nm 3 "$TMP"/bad/t.*
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"holds"*"expected"* ]]
     # a pull removed
     cp "$TMP/t.0" "$TMP/bad/t.0"
     awk -F, '!done && $1 == "pull" { done = 1; next } { print }' "$TMP/t.0" > "$TMP/bad/t.0"
-    run python3 tests/wsp_check.py --staleness 4 --nm 3 "$TMP"/bad/t.*
+    run python3 tests/wsp/wsp_check.py --staleness 4 --nm 3 "$TMP"/bad/t.*
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"without a pull"* ]]
@@ -108,17 +109,17 @@ check_rules() {
 @test "the trace checker fails on every kind of broken push, answer, gate and final evaluation" {
     # two VWs of two stages, two shards, evaluations within the epoch and a final one
     traced tests/clusters/wsp2x2.ini 1 3 --train-limit 3840 --eval-every 1280
-    run python3 tests/wsp_check.py --staleness 1 --nm 3 "$TMP"/t.*
+    run python3 tests/wsp/wsp_check.py --staleness 1 --nm 3 "$TMP"/t.*
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"evaluation pulls"*"shard answers"* ]]
     # MUTATION and what the checker must say
     while IFS='|' read -r mut says; do
         rm -rf "$TMP/bad"
-        run python3 tests/wsp_mutate.py "$mut" "$TMP/bad" "$TMP"/t.*
+        run python3 tests/wsp/wsp_mutate.py "$mut" "$TMP/bad" "$TMP"/t.*
         echo "$output"
         [ "$status" -eq 0 ]
-        run python3 tests/wsp_check.py --staleness 1 --nm 3 "$TMP"/bad/t.*
+        run python3 tests/wsp/wsp_check.py --staleness 1 --nm 3 "$TMP"/bad/t.*
         echo "$mut: $output"
         [ "$status" -eq 1 ]
         [[ "$output" == *"FAILED"*$says* ]]
@@ -187,19 +188,6 @@ within10() {
     echo "wsp2x2 local: measured $ml predicted $pl"
     awk -v p="$pl" 'BEGIN { exit !(p > 0) }'
     within10 "$ml" "$pl"
-}
-
-# Four VWs train the CNN at CPU speed for one epoch of 30,000 samples and must reach the test
-# accuracy of tests/short_runs.list (the thresholds and their distribution over seeds:
-# sh tests/bench/short_runs; the multi-epoch runs to >= 88%: sh tests/bench/convergence)
-@test "short convergence: 4 VWs under ed (local4: four types on one node)" {
-    short_run ed4
-    [[ "$output" == *"4 virtual workers"*"WSP"* ]]
-}
-
-@test "short convergence: 4 VWs under np (demo: one type per node, 4 shards)" {
-    short_run np4
-    [[ "$output" == *"4 virtual workers"*"WSP"* ]]
 }
 
 @test "evaluation stops the world: a faster VW does not train on while VW 0 evaluates" {

@@ -1,4 +1,6 @@
 #!/usr/bin/env bats
+# tier: fast
+# sanitizers: yes
 # The hetpipe command as a user meets it: help, models, training, and bad input.
 
 setup() {

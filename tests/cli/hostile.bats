@@ -1,9 +1,11 @@
 #!/usr/bin/env bats
+# tier: fast
+# sanitizers: yes
 # Hostile input and careless hands: hand-edited files, odd paths, reused directories. Every
 # case gets a clear error naming what is wrong, never a crash, and nothing of the user's is
 # replaced.
 
-load helpers
+load ../helpers
 
 setup() {
     common_setup

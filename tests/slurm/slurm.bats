@@ -1,9 +1,10 @@
 #!/usr/bin/env bats
+# tier: slurm
 # Bootstrap under a real Slurm: a four-node cluster with typed GPUs on this machine
 # (tests/slurm/cluster.sh), and srun --mpi=pmix jobs whose ranks find each other through PMIx
-# and talk over UCX (tests/boot_check.c). Skipped unless root with Slurm and munge installed.
+# and talk over UCX (tests/slurm/boot_check.c). Skipped unless root with Slurm and munge installed.
 
-load slurm/helpers
+load helpers
 
 setup_file() {
     slurm_prepare || return 0

@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
+# tier: fast
 # The dp baseline: every GPU a full replica, a ring allreduce of the gradients after every
 # minibatch (hetpipe run --local --policy dp).
 
-load helpers
+load ../helpers
 
 setup() {
     common_setup
@@ -40,12 +41,12 @@ dp_equals_train() {
     for i in $(seq 0 $((r - 1))); do
         cmp "$TMP/dp.0" "$TMP/dp.$i"
     done
-    python3 tests/params_diff.py "$TMP/train" "$TMP/dp.0" --max-rel 1e-5
+    python3 tests/pipeline/params_diff.py "$TMP/train" "$TMP/dp.0" --max-rel 1e-5
     # the check can fail: training at minibatch 64 instead is far off
     run "$HETPIPE" train --model "$MODEL" --device cpu --batch 64 --epochs 1 \
         --train-limit 1280 --test-limit 200 --log-every 0 --save-params "$TMP/b64"
     [ "$status" -eq 0 ]
-    run python3 tests/params_diff.py "$TMP/b64" "$TMP/dp.0" --max-rel 1e-3
+    run python3 tests/pipeline/params_diff.py "$TMP/b64" "$TMP/dp.0" --max-rel 1e-3
     echo "$output"
     [ "$status" -eq 1 ]
 }

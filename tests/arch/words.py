@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """words.py - every path the project's words name exists.
 
-    python3 tests/checks/words.py [--root DIR]
+    python3 tests/arch/words.py [--root DIR]
 
 Reads the comments of the sources (C, CUDA, shell, Python, bats, the Makefile, the INI files
 under etc/), the READMEs and the other Markdown files, and the man pages, and checks that
@@ -11,7 +11,9 @@ under etc/), the READMEs and the other Markdown files, and the man pages, and ch
 - a file named bare in them (schedule.h, worker.c, wsp_check.py, cli.bats) is one of the
   repository's, or a library's header the build uses (EXTERNAL below);
 - DESIGN.md, which is not in the repository, is named only where ARCHITECTURE.md says what it
-  was cited for.
+  was cited for;
+- every module of common/, runtime/, launcher/ and spank/ (a .c or .cu file, or a header
+  without one) is in tests/README.md's map of modules to their tests.
 Names with a placeholder (NAME, N, <x>, $VAR, %d) are patterns, not paths, and are skipped.
 Prints one line per name that fails ("FILE:LINE: NAME: why") and a last line "ok ..." or
 "FAIL ..."; exit 1 on any failure.
@@ -121,18 +123,43 @@ def check(root):
     return bad, names
 
 
+def check_test_map(root):
+    """Modules that tests/README.md does not name (in backticks: `net`, `backend_cuda*`)."""
+    path = os.path.join(root, "tests", "README.md")
+    if not os.path.exists(path):
+        return ["tests/README.md: missing (the map of modules to their tests)"]
+    with open(path, encoding="utf-8") as f:
+        names = set(re.findall(r"`([\w.*]+)`", f.read()))
+    globs = [n[:-1] for n in names if n.endswith("*")]
+    bad = []
+    for folder in ("common", "runtime", "launcher", "spank"):
+        mods = set()
+        for p in glob.glob(os.path.join(root, folder, "*")):
+            base, ext = os.path.splitext(os.path.basename(p))
+            if ext in (".c", ".cu") or (ext == ".h" and not glob.glob(
+                    os.path.join(root, folder, base + ".c*"))):
+                mods.add(base)
+        for m in sorted(mods):
+            if m in names or m + ".h" in names or any(m.startswith(g) for g in globs):
+                continue
+            bad.append(f"tests/README.md: {folder}/{m} is not in the map of modules to tests")
+    return bad
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(here)))
     a = ap.parse_args()
     bad, names = check(a.root)
+    bad += check_test_map(a.root)
     for b in bad:
         print(b)
     if bad:
         print(f"FAIL {len(bad)} of {names} names of paths in comments, READMEs and man pages")
         return 1
-    print(f"ok   {names} names of paths in comments, READMEs and man pages exist")
+    print(f"ok   {names} names of paths in comments, READMEs and man pages exist; every module "
+          f"is in tests/README.md")
     return 0
 
 

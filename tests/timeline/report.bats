@@ -1,10 +1,12 @@
 #!/usr/bin/env bats
+# tier: fast
+# sanitizers: yes
 # hetpipe report: the HTML page of a finished job (README "hetpipe report"). One small job (two
 # VWs of two stages under WSP, emulated GPU types, with --timeline) runs once for the file; its
 # page is checked for its parts and nothing fetched, rendered in headless Chromium (those tests
 # are skipped without it: tests/deps.sh installs it), and bad input is refused.
 
-load helpers
+load ../helpers
 
 setup_file() {
     export OPENBLAS_NUM_THREADS=1

@@ -1,11 +1,12 @@
 #!/usr/bin/env bats
+# tier: slurm
 # The SPANK plugin build/spank_hetpipe.so under a real Slurm (a four-node cluster of its own,
 # tests/slurm/cluster.sh): the --hetpipe-* options in sbatch, salloc and srun, refused at
 # submit time when bad, carried to the tasks as HETPIPE_*; the site's plugstack.conf
 # arguments; and the binding of each task to its GPU from a binding file. Skipped unless root
 # with Slurm and munge installed and the plugin built.
 
-load slurm/helpers
+load helpers
 
 setup_file() {
     slurm_prepare plugin || return 0

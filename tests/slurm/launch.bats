@@ -1,11 +1,12 @@
 #!/usr/bin/env bats
+# tier: slurm
 # hetpipe launch and the jobs/ scripts under a real Slurm: a four-node cluster of its own
 # (tests/slurm/cluster.sh: node1..node4 with four GPUs each of titanv, titanrtx, rtx2060,
 # p4000) with the SPANK plugin loaded; real sbatch, salloc, srun --mpi=pmix and scancel.
 # Training jobs run CPU ranks (no GPU here); the GPU binding is still Slurm's real GRES
 # bookkeeping. Skipped unless root with Slurm and munge installed and the plugin built.
 
-load slurm/helpers
+load helpers
 
 setup_file() {
     slurm_prepare plugin || return 0
@@ -124,7 +125,7 @@ type_of() {
     echo "$output"
     [ "$status" -eq 0 ]
     echo "$output" | grep -q "of 8 ranks in $BATS_TEST_TMPDIR/t.json"
-    run python3 "$ROOT/tests/timeline_check.py" "$BATS_TEST_TMPDIR/t.json" "hetpipe-$job" --pipeline
+    run python3 "$ROOT/tests/timeline/timeline_check.py" "$BATS_TEST_TMPDIR/t.json" "hetpipe-$job" --pipeline
     echo "$output"
     [ "$status" -eq 0 ]
     grep -q "policy ed," "$out"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
+# tier: fast
+# sanitizers: yes
 # Ranks that pipeline: hetpipe run --local forks hetpipe-rank processes that talk over UCX.
 
-load helpers
+load ../helpers
 
 setup() {
     common_setup
@@ -130,10 +132,3 @@ equal_to_train() {
     awk -v m="$measured" -v p="$predicted" 'BEGIN { exit !(p > 1.5 && m / p > 0.9 && m / p < 1.1) }'
 }
 
-@test "short convergence: a 4-stage virtual worker with the planner's Nm" {
-    # Nm 4 is fastest, Nm 3 within the default nm_tolerance (1% slower) and one update less
-    # stale: the planner takes 3 (2 epochs reached 89.98% with it, 88.43-88.51% with Nm 4;
-    # sh tests/bench/convergence)
-    short_run pipe4
-    [[ "$output" == *"this one of 4 stages, Nm 3"* ]]
-}

@@ -1,9 +1,11 @@
 #!/usr/bin/env bats
+# tier: fast
+# sanitizers: yes
 # timeline.bats - hetpipe run --timeline FILE: every rank's forward and backward passes, sends
-# and receives, pushes, pulls and WSP waits merged into one Chrome trace (tests/timeline_check.py
+# and receives, pushes, pulls and WSP waits merged into one Chrome trace (tests/timeline/timeline_check.py
 # checks it against the run's own stats).
 
-load helpers
+load ../helpers
 
 setup() {
     common_setup
@@ -21,7 +23,7 @@ teardown() {
     [ "$status" -eq 0 ]
     echo "$output" | grep -q "^timeline: .* events and [1-9][0-9]* flows of 5 ranks in $TMP/t.json"
     for r in 0 1 2 3 4; do [ -s "$TMP/run/timeline.$r" ]; done
-    run python3 tests/timeline_check.py "$TMP/t.json" "$TMP/run" --pipeline
+    run python3 tests/timeline/timeline_check.py "$TMP/t.json" "$TMP/run" --pipeline
     echo "$output"
     [ "$status" -eq 0 ]
     # the checker fails on a timeline that lost one backward pass, or a flow's finish
@@ -34,10 +36,10 @@ json.dump(dict(d, traceEvents=ev[:i] + ev[i + 1:]), open(sys.argv[2], "w"))
 i = next(k for k, e in enumerate(ev) if e["ph"] == "f")
 json.dump(dict(d, traceEvents=ev[:i] + ev[i + 1:]), open(sys.argv[3], "w"))
 EOF
-    run python3 tests/timeline_check.py "$TMP/bad1.json" "$TMP/run"
+    run python3 tests/timeline/timeline_check.py "$TMP/bad1.json" "$TMP/run"
     [ "$status" -eq 1 ]
     echo "$output" | grep -q "FAIL: rank 2: 45 bwd events, its stats say 46 minibatches"
-    run python3 tests/timeline_check.py "$TMP/bad2.json" "$TMP/run"
+    run python3 tests/timeline/timeline_check.py "$TMP/bad2.json" "$TMP/run"
     [ "$status" -eq 1 ]
     echo "$output" | grep -q "FAIL: flow ids without a pair"
     # on rank 0's host the clocks are one: no offset
@@ -63,7 +65,7 @@ EOF
         --train-limit 4000 --test-limit 500 --run-dir "$TMP/run" --timeline "$TMP/t.json"
     echo "$output" | tail -3
     [ "$status" -eq 0 ]
-    run python3 tests/timeline_check.py "$TMP/t.json" "$TMP/run" --wsp-waits
+    run python3 tests/timeline/timeline_check.py "$TMP/t.json" "$TMP/run" --wsp-waits
     echo "$output"
     [ "$status" -eq 0 ]
     echo "$output" | grep -q "^wsp waits: VW 0"

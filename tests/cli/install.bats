@@ -1,11 +1,12 @@
 #!/usr/bin/env bats
+# tier: fast
 # make install / make uninstall into a DESTDIR: every file with its mode, an edited config
 # kept, man pages that render, an installed hetpipe that finds its models and its CUDA backend
 # module, and an uninstall that removes what install put. Runs make in the repository on the build tree of $HETPIPE;
 # skipped when that build is not up to date (install must not rebuild under other tests).
 
 setup_file() {
-    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
     export ROOT
 }
 

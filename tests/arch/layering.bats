@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# The architecture's rules (tests/layering.py, ARCHITECTURE.md): layers point one way, the rank
+# tier: fast
+# The architecture's rules (tests/arch/layering.py, ARCHITECTURE.md): layers point one way, the rank
 # program links no planner or libslurm, hetpipe no UCX, PMIx or CUDA library (neither program
 # a CUDA library), the CUDA backend module exports its entry point only, the plugin links only
 # the C library, no shell from C, no function over 120 lines, every HETPIPE_* variable a row of
@@ -7,7 +8,7 @@
 # fail on a tree or program that breaks it.
 
 setup() {
-    ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+    ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
     BUILD=$(dirname "${HETPIPE:-$ROOT/build/hetpipe}")
     TMP=$(mktemp -d)
 }
@@ -23,13 +24,13 @@ copy_tree() {
 }
 
 check_src() {
-    run python3 "$ROOT/tests/layering.py" --root "$TMP/src" --build "$TMP/none"
+    run python3 "$ROOT/tests/arch/layering.py" --root "$TMP/src" --build "$TMP/none"
     echo "$output"
 }
 
 @test "this tree and its programs keep the rules" {
     [ -x "$BUILD/hetpipe-rank" ] || skip "not built"
-    run python3 "$ROOT/tests/layering.py" --root "$ROOT" --build "$BUILD"
+    run python3 "$ROOT/tests/arch/layering.py" --root "$ROOT" --build "$BUILD"
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"ok   hetpipe-rank links no planner, no libslurm, no CUDA library"* ]]
@@ -101,7 +102,7 @@ check_src() {
 @test "a rank program with the planner or libslurm, a plugin with more than libc, are refused" {
     [ -x "$BUILD/hetpipe" ] || skip "not built"
     ldd "$BUILD/hetpipe" | grep -q libslurm || skip "built without libslurm"
-    run python3 "$ROOT/tests/layering.py" --root "$ROOT" --rank-bin "$BUILD/hetpipe" \
+    run python3 "$ROOT/tests/arch/layering.py" --root "$ROOT" --rank-bin "$BUILD/hetpipe" \
         --plugin "$BUILD/hetpipe"
     echo "$output"
     [ "$status" -eq 1 ]
@@ -111,18 +112,18 @@ check_src() {
 }
 
 @test "words kept true: every path a comment, a README or a man page names exists" {
-    run python3 "$ROOT/tests/checks/words.py" --root "$ROOT"
+    run python3 "$ROOT/tests/arch/words.py" --root "$ROOT"
     echo "$output" | tail -20
     [ "$status" -eq 0 ]
     [[ "$output" == *"names of paths in comments, READMEs and man pages exist"* ]]
     # a stale name is found, in a comment and in a README
     mkdir -p "$TMP/src"
     tar -C "$ROOT" --exclude='./build*' --exclude=./.git -cf - . | tar -C "$TMP/src" -xf -
-    run python3 "$TMP/src/tests/checks/words.py" --root "$TMP/src"
+    run python3 "$TMP/src/tests/arch/words.py" --root "$TMP/src"
     [ "$status" -eq 0 ]
     sed -i '1s|$| (see runtime/pipeline.c and stage.h)|' "$TMP/src/runtime/worker.c"
     printf 'See `launcher/timeline.h` and DESIGN.md.\n' >> "$TMP/src/ARCHITECTURE.md"
-    run python3 "$TMP/src/tests/checks/words.py" --root "$TMP/src"
+    run python3 "$TMP/src/tests/arch/words.py" --root "$TMP/src"
     echo "$output"
     [ "$status" -eq 1 ]
     [[ "$output" == *"runtime/worker.c:1: runtime/pipeline.c: no such file or directory"* ]]
@@ -143,7 +144,7 @@ check_src() {
 @test "a hetpipe with UCX, PMIx or a CUDA library, a module that exports more, are refused" {
     [ -x "$BUILD/hetpipe-rank" ] || skip "not built"
     # hetpipe-rank needs UCX and PMIx: as the launcher, it breaks the rule
-    run python3 "$ROOT/tests/layering.py" --root "$ROOT" --build "$TMP/none" \
+    run python3 "$ROOT/tests/arch/layering.py" --root "$ROOT" --build "$TMP/none" \
         --hetpipe-bin "$BUILD/hetpipe-rank"
     echo "$output"
     [ "$status" -eq 1 ]
@@ -152,7 +153,7 @@ check_src() {
     [[ "$output" == *"hetpipe-rank needs libpmix.so"* ]]
     [ -f "$BUILD/hetpipe-cuda.so" ] || skip "the CUDA backend module is not built"
     # the module needs the CUDA libraries: as either program, it breaks the rules
-    run python3 "$ROOT/tests/layering.py" --root "$ROOT" --build "$TMP/none" \
+    run python3 "$ROOT/tests/arch/layering.py" --root "$ROOT" --build "$TMP/none" \
         --hetpipe-bin "$BUILD/hetpipe-cuda.so" --rank-bin "$BUILD/hetpipe-cuda.so" \
         --module "$BUILD/hetpipe"
     echo "$output"

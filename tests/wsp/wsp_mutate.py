@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""wsp_mutate.py - break a real WSP trace in one way, for tests of tests/wsp_check.py.
+"""wsp_mutate.py - break a real WSP trace in one way, for tests of tests/wsp/wsp_check.py.
 
     wsp_mutate.py MUTATION OUTDIR PREFIX.0 PREFIX.1 ...
 

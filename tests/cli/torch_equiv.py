@@ -6,7 +6,7 @@ same minibatches, and compares every step's loss and the final parameters.
 Tolerances: the two differ only by float32 reassociation (OpenBLAS vs oneDNN), which SGD
 with momentum and batch norm amplifies about 3x per step (measured: parameters agree to
 4e-7 after 1 step, 1e-5 after 6, 1e-4 after 9), so run 5 steps (the default of
-tests/cli.bats): per-step loss within 1e-5 + 1e-4 relative; final parameters within 1e-4 of
+tests/cli/cli.bats): per-step loss within 1e-5 + 1e-4 relative; final parameters within 1e-4 of
 the largest parameter magnitude. A 10% error in one term of one layer's gradient misses
 these by orders of magnitude. Prints what it compared and exits non-zero on a mismatch."""
 import gzip

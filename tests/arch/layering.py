@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The architecture's rules, checked on the sources and the built programs (ARCHITECTURE.md).
 
-    python3 tests/layering.py [--root DIR] [--build DIR] [--rank-bin FILE] [--plugin FILE]
+    python3 tests/arch/layering.py [--root DIR] [--build DIR] [--rank-bin FILE] [--plugin FILE]
                               [--hetpipe-bin FILE] [--module FILE]
 
 Sources (under --root, default the checkout):
@@ -234,7 +234,7 @@ def report(name, bad):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--root", default=os.path.dirname(here))
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(here)))
     ap.add_argument("--build", default=None)
     ap.add_argument("--rank-bin", default=None)
     ap.add_argument("--plugin", default=None)
