@@ -112,6 +112,43 @@ static float lr_at(const struct worker *w, long step)
                : (float)lr;
 }
 
+/* Minibatch j's message of `type` from `peer` (`bytes`, at *payload), its wait on the
+ * timeline as `kind` (the VW's minibatch q). */
+static int receive_tensor(struct worker *w, int peer, int type, long j, long q, size_t bytes,
+                          enum hp_tl_kind kind, const char *what, const void **payload)
+{
+    const double t0 = hp_now_s();
+    int rc = hp_link_recv(w->link, peer, type, j, bytes, what, payload);
+
+    if (!rc)
+        hp_tl_add(w->tl, kind, t0, hp_now_s(), q, peer, (int64_t)bytes, -1);
+    return rc;
+}
+
+/* A tensor of the stage (dev, `bytes`) and `extra` host bytes after it, as minibatch j's
+ * message of `type` to `peer` from the `dir` buffers; the send padded to `emulated` seconds
+ * and on the timeline as `kind`. */
+static int send_tensor(struct worker *w, enum hp_link_dir dir, int peer, int type, long j, long q,
+                       const float *dev, size_t bytes, const void *extra, size_t extra_bytes,
+                       double emulated, enum hp_tl_kind kind)
+{
+    void *b;
+    int rc = hp_link_take(w->link, dir, &b);
+
+    if (!rc)
+        rc = w->be->ops->download(w->be, b, dev, bytes);
+    if (rc)
+        return rc;
+    memcpy((char *)b + bytes, extra, extra_bytes);
+    const double t0 = hp_now_s();
+    rc = hp_link_send(w->link, peer, type, j, bytes + extra_bytes);
+    if (rc)
+        return rc;
+    hp_emu_pad(&w->emu, t0, emulated);
+    hp_tl_add(w->tl, kind, t0, hp_now_s(), q, peer, (int64_t)(bytes + extra_bytes), -1);
+    return 0;
+}
+
 /* Minibatch p->j's input into its slot: stage 0 takes the job's minibatch m of the epoch's
  * order from the feed; a later stage receives the previous stage's activation. The labels
  * travel with it. */
@@ -124,13 +161,10 @@ static int take_input(struct worker *w, const struct hp_pass *p, long q, long m)
     if (w->s == 0) {
         x = hp_feed_train(w->feed, m, lab);
     } else {
-        const double t0 = hp_now_s();
-        int rc = hp_link_recv(w->link, w->peers->prev, HP_MSG_ACTIVATION, p->j,
-                              in_bytes + lab_bytes, "activation", &x);
+        int rc = receive_tensor(w, w->peers->prev, HP_MSG_ACTIVATION, p->j, q, in_bytes + lab_bytes,
+                                HP_TL_RECV_ACT, "activation", &x);
         if (rc)
             return rc;
-        hp_tl_add(w->tl, HP_TL_RECV_ACT, t0, hp_now_s(), q, w->peers->prev,
-                  (int64_t)(in_bytes + lab_bytes), -1);
         memcpy(lab, (const char *)x + in_bytes, lab_bytes);
     }
     return w->be->ops->upload(w->be, hp_net_input(w->net, p->slot), x, in_bytes);
@@ -159,26 +193,12 @@ static int forward(struct worker *w, const struct hp_pass *p, long q, long step)
 /* The stage's output of p->j and its labels to the next stage. */
 static int send_activation(struct worker *w, const struct hp_pass *p, long q)
 {
-    const size_t out_bytes = w->out_floats * sizeof(float), lab_bytes = w->batch * sizeof(int32_t);
-    void *b;
-    int rc;
-
     if (w->peers->next < 0)
         return 0;
-    rc = hp_link_take(w->link, HP_LINK_DOWN, &b);
-    if (!rc)
-        rc = w->be->ops->download(w->be, b, hp_net_output(w->net, p->slot), out_bytes);
-    if (rc)
-        return rc;
-    memcpy((char *)b + out_bytes, w->labels + (size_t)p->slot * w->batch, lab_bytes);
-    const double t0 = hp_now_s();
-    rc = hp_link_send(w->link, w->peers->next, HP_MSG_ACTIVATION, p->j, out_bytes + lab_bytes);
-    if (rc)
-        return rc;
-    hp_emu_pad(&w->emu, t0, w->emu.send_next);
-    hp_tl_add(w->tl, HP_TL_SEND_ACT, t0, hp_now_s(), q, w->peers->next,
-              (int64_t)(out_bytes + lab_bytes), -1);
-    return 0;
+    return send_tensor(w, HP_LINK_DOWN, w->peers->next, HP_MSG_ACTIVATION, p->j, q,
+                       hp_net_output(w->net, p->slot), w->out_floats * sizeof(float),
+                       w->labels + (size_t)p->slot * w->batch, w->batch * sizeof(int32_t),
+                       w->emu.send_next, HP_TL_SEND_ACT);
 }
 
 /* The gradient of p->j's output: the loss on the last stage, else the next stage's message
@@ -187,7 +207,6 @@ static int take_gradient(struct worker *w, const struct hp_pass *p, long q, doub
                          int *correct)
 {
     const size_t out_bytes = w->out_floats * sizeof(float);
-    const size_t bytes = out_bytes + TRAILER_DOUBLES * sizeof(double);
     double tr[TRAILER_DOUBLES];
     const void *g;
     int rc;
@@ -198,11 +217,10 @@ static int take_gradient(struct worker *w, const struct hp_pass *p, long q, doub
                          correct);
         return rc ? rc : compute_done(w, t0);
     }
-    const double t0 = hp_now_s();
-    rc = hp_link_recv(w->link, w->peers->next, HP_MSG_GRADIENT, p->j, bytes, "gradient", &g);
+    rc = receive_tensor(w, w->peers->next, HP_MSG_GRADIENT, p->j, q, out_bytes + sizeof(tr),
+                        HP_TL_RECV_GRAD, "gradient", &g);
     if (rc)
         return rc;
-    hp_tl_add(w->tl, HP_TL_RECV_GRAD, t0, hp_now_s(), q, w->peers->next, (int64_t)bytes, -1);
     memcpy(tr, (const char *)g + out_bytes, sizeof(tr));
     *loss = tr[0];
     *correct = (int)tr[1];
@@ -235,27 +253,13 @@ static int backward(struct worker *w, const struct hp_pass *p, long q)
 static int send_gradient(struct worker *w, const struct hp_pass *p, long q, double loss,
                          int correct)
 {
-    const size_t in_bytes = w->in_floats * sizeof(float);
-    const size_t bytes = in_bytes + TRAILER_DOUBLES * sizeof(double);
     const double tr[TRAILER_DOUBLES] = {loss, (double)correct};
-    void *b;
-    int rc;
 
     if (w->peers->prev < 0)
         return 0;
-    rc = hp_link_take(w->link, HP_LINK_UP, &b);
-    if (!rc)
-        rc = w->be->ops->download(w->be, b, hp_net_input_grad(w->net), in_bytes);
-    if (rc)
-        return rc;
-    memcpy((char *)b + in_bytes, tr, sizeof(tr));
-    const double t0 = hp_now_s();
-    rc = hp_link_send(w->link, w->peers->prev, HP_MSG_GRADIENT, p->j, bytes);
-    if (rc)
-        return rc;
-    hp_emu_pad(&w->emu, t0, w->emu.send_prev);
-    hp_tl_add(w->tl, HP_TL_SEND_GRAD, t0, hp_now_s(), q, w->peers->prev, (int64_t)bytes, -1);
-    return 0;
+    return send_tensor(w, HP_LINK_UP, w->peers->prev, HP_MSG_GRADIENT, p->j, q,
+                       hp_net_input_grad(w->net), w->in_floats * sizeof(float), tr, sizeof(tr),
+                       w->emu.send_prev, HP_TL_SEND_GRAD);
 }
 
 /* After p->j's backward pass: the minibatches still in flight keep the weights they ran on
@@ -778,9 +782,9 @@ static int run_setup(struct worker *w)
                                  .plan_path = o->plan,
                                  .keep = (int)o->checkpoint_keep};
     if (!rc)
-        rc = hp_ckpt_cadence_init(&w->cadence, o->checkpoint_dir, o->checkpoint_every.samples,
-                                  o->checkpoint_every.seconds, w->n.my_mb,
-                                  (long)w->nvws * w->batch);
+        rc =
+            hp_ckpt_cadence_init(&w->cadence, o->checkpoint_dir, o->checkpoint_every.samples,
+                                 o->checkpoint_every.seconds, w->n.my_mb, (long)w->nvws * w->batch);
     if (!rc)
         rc = timeline_open(w);
     return rc;
