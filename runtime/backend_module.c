@@ -79,6 +79,8 @@ int hp_backend_module_find(char *path, size_t n, char *searched, size_t m)
                                                                                : NULL;
     int ndirs;
 
+    if (!path || n == 0)
+        return -HP_EINVAL;
     path[0] = '\0';
     if (searched && m)
         searched[0] = '\0';
