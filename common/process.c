@@ -22,5 +22,5 @@ int hp_pid_stopped(long pid)
         return 0;
     buf[n] = '\0';
     const char *rp = strrchr(buf, ')'); /* the name may hold anything: the state follows it */
-    return rp && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't');
+    return rp && rp[1] == ' ' && rp[2] == 'T';
 }

@@ -1,14 +1,20 @@
-/* test_common.c - error codes, strict number parsing, strict INI loading. */
+/* test_common.c - error codes, strict number parsing, strict INI loading, other processes'
+ * state. */
 #include "suites.h"
 #include "util.h"
 
 #include "error.h"
 #include "ini.h"
 #include "parse.h"
+#include "process.h"
 
 #include <check.h>
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 START_TEST(strerror_codes)
 {
@@ -181,6 +187,46 @@ START_TEST(ini_refuses_what_iniparser_hides)
 }
 END_TEST
 
+/* A process stopped by SIGSTOP is stopped; one in a tracer's stop is not (LeakSanitizer
+ * freezes an exiting sanitizer build's threads so, and hetpipe run took such a rank for the
+ * cause of a failure). */
+START_TEST(pid_stopped_by_a_signal_not_by_a_tracer)
+{
+    int st;
+    pid_t c = fork();
+
+    ck_assert_int_ge(c, 0);
+    if (c == 0) {
+        for (;;)
+            pause();
+    }
+    ck_assert(!hp_pid_stopped(c));
+    kill(c, SIGSTOP);
+    ck_assert_int_eq(waitpid(c, &st, WUNTRACED), c);
+    ck_assert(WIFSTOPPED(st));
+    ck_assert(hp_pid_stopped(c));
+    kill(c, SIGKILL);
+    waitpid(c, &st, 0);
+    ck_assert(!hp_pid_stopped(c)); /* gone */
+
+    c = fork();
+    ck_assert_int_ge(c, 0);
+    if (c == 0) {
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
+            _exit(3);
+        raise(SIGSTOP); /* a signal-delivery stop under the tracer: state t */
+        _exit(0);
+    }
+    ck_assert_int_eq(waitpid(c, &st, 0), c);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 3)
+        return; /* ptrace not allowed here */
+    ck_assert(WIFSTOPPED(st));
+    ck_assert(!hp_pid_stopped(c));
+    kill(c, SIGKILL);
+    waitpid(c, &st, 0);
+}
+END_TEST
+
 Suite *suite_common(void)
 {
     Suite *s = suite_create("common");
@@ -193,6 +239,7 @@ Suite *suite_common(void)
     tcase_add_test(t, ini_numbers_and_ranges);
     tcase_add_test(t, ini_missing_and_broken_files);
     tcase_add_test(t, ini_refuses_what_iniparser_hides);
+    tcase_add_test(t, pid_stopped_by_a_signal_not_by_a_tracer);
     suite_add_tcase(s, t);
     return s;
 }
