@@ -12,4 +12,12 @@
  * its state cannot be read. */
 int hp_pid_stopped(long pid);
 
+/* A rank's exit status as a file of the job's run directory, DIR/rank-R.exit: written by the
+ * rank as the last thing it does (hetpipe-rank under hetpipe launch), read by hetpipe launch to
+ * know that every rank has ended even while srun has not (it can hang at a step's end). The
+ * write is 0 or -1 (errno); the read 0 with *status, or -1 (no such file yet, or not one a
+ * rank wrote: not a regular file, not a number). */
+int hp_rank_exit_write(const char *dir, int rank, int status);
+int hp_rank_exit_read(const char *dir, int rank, int *status);
+
 #endif

@@ -10,6 +10,7 @@
  */
 #include "ckptfile.h"
 #include "cli.h"
+#include "clock.h"
 #include "commands.h"
 #include "error.h"
 #include "jobreport.h"
@@ -19,6 +20,7 @@
 #include "planfile.h"
 #include "planjob.h"
 #include "proc.h"
+#include "process.h"
 #include "rundir.h"
 #include "slurm.h"
 #include "tlmerge.h"
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_ARGS 256
@@ -223,9 +226,67 @@ static void forward(void)
     kill(srun_pid, sig);
 }
 
-/* Run srun and wait for it (signals to us passed on); at its end the timeline and the
- * report of the job into its directory. The exit status: srun's, 128 + the signal that
- * killed it. */
+/* How many of the job's ranks have ended (each writes RUN_DIR/rank-R.exit as the last thing it
+ * does, process.h); *worst: the largest exit status among them. */
+static int ranks_ended(const struct launch *l, int *worst)
+{
+    int n = 0, st;
+
+    *worst = 0;
+    for (int r = 0; r < l->job.plan.nranks; r++)
+        if (hp_rank_exit_read(l->dir, r, &st) == 0) {
+            n++;
+            *worst = st > *worst ? st : *worst;
+        }
+    return n;
+}
+
+/* Wait for srun (signals to us passed on), every 0.2 s. srun may not end when its tasks have
+ * (Slurm 22.05's mpi/pmix plugin can hang in its abort agent at the end of a heterogeneous
+ * step): once every rank has ended, srun gets --timeout seconds to end, then SIGTERM and, 5 s
+ * later, SIGKILL; the job's status is then the ranks' (the largest). *status: srun's, or the
+ * ranks' as a wait status. */
+static int wait_srun(struct launch *l, pid_t pid, int *status)
+{
+    const double grace = l->o.timeout;
+    double ended_at = 0.0, term_at = 0.0;
+    int worst = 0, killed = 0, hard = 0;
+
+    for (;;) {
+        if (pending_sig)
+            forward();
+        const pid_t w = waitpid(pid, status, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            hp_error("launch: waiting for srun: %s", strerror(errno));
+            return -1;
+        }
+        const double now = hp_now_s();
+        if (ended_at == 0.0 && ranks_ended(l, &worst) == l->job.plan.nranks)
+            ended_at = now;
+        if (ended_at > 0.0 && term_at == 0.0 && now - ended_at > grace) {
+            hp_warn("launch: every rank ended (status %d) %.0f s ago, but srun has not: stopping "
+                    "it (a hang of Slurm's mpi/pmix plugin at the end of a step)",
+                    worst, now - ended_at);
+            kill(pid, SIGTERM);
+            term_at = now;
+            killed = 1;
+        }
+        if (killed && !hard && now - term_at > 5.0) {
+            kill(pid, SIGKILL);
+            hard = 1;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 200 * 1000 * 1000}, NULL);
+    }
+    if (killed) /* the job's outcome is the ranks', not srun's */
+        *status = (worst & 0xff) << 8;
+    return 0;
+}
+
+/* Run srun and wait for it (wait_srun); at its end the timeline and the report of the job
+ * into its directory. The exit status: srun's (the ranks' when srun had to be stopped after
+ * they ended), 128 + the signal that killed it. */
 static int run_srun(struct launch *l)
 {
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT};
@@ -253,17 +314,8 @@ static int run_srun(struct launch *l)
         _exit(127);
     }
     srun_pid = pid;
-    for (;;) {
-        if (pending_sig)
-            forward();
-        const pid_t w = waitpid(pid, &status, 0);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR) {
-            hp_error("launch: waiting for srun: %s", strerror(errno));
-            return 1;
-        }
-    }
+    if (wait_srun(l, pid, &status))
+        return 1;
     srun_pid = 0;
     fflush(stdout);
     if (l->o.timeline)

@@ -30,10 +30,12 @@
 #include "emulate.h"
 #include "plan.h"
 #include "planfile.h"
+#include "process.h"
 #include "ps_shard.h"
 #include "timeline.h"
 #include "worker.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,7 +306,7 @@ static int rank_release(struct rank *r, int rc)
 static int read_variables(struct hp_options *o)
 {
     static const enum hp_opt vars[] = {HP_OPT_PARENT, HP_OPT_BINDING, HP_OPT_BIND_ERROR,
-                                       HP_OPT_BOUND, HP_OPT_GPU};
+                                       HP_OPT_BOUND,  HP_OPT_GPU,     HP_OPT_RUN_DIR};
     char err[1200];
 
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
@@ -386,5 +388,10 @@ int main(int argc, char **argv)
         rc = bind_rank(&r);
     if (!rc)
         rc = run_role(&r);
-    return rank_release(&r, rc);
+    rc = rank_release(&r, rc);
+    /* under hetpipe launch: this rank has ended, whether srun ends or not (cmd_launch.c) */
+    if (r.o.run_dir && r.rank >= 0 && hp_rank_exit_write(r.o.run_dir, (int)r.rank, rc))
+        hp_warn("rank %ld: cannot write its exit status into %s: %s", r.rank, r.o.run_dir,
+                strerror(errno));
+    return rc;
 }

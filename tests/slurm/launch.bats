@@ -186,6 +186,25 @@ type_of() {
     grep -q "2 virtual workers" "$out"
 }
 
+@test "an srun that does not end after every rank has is stopped after --timeout; the job has the ranks' status" {
+    # what Slurm 22.05's mpi/pmix plugin sometimes does at a hetjob's end: srun's tasks are
+    # done, srun stays (its abort agent's thread never joins); here a wrapper that outlives srun
+    printf '#!/bin/sh\nsrun "$@"\nexec sleep 600\n' > "$BATS_TEST_TMPDIR/srun-stays"
+    chmod +x "$BATS_TEST_TMPDIR/srun-stays"
+    start=$(date +%s)
+    submit "$ROOT/jobs/hetjob-two-types.sbatch" --train-limit 3200 --test-limit 1000 \
+        --timeout 5 --srun "$BATS_TEST_TMPDIR/srun-stays"
+    took=$(($(date +%s) - start))
+    [ "$status" -eq 0 ]
+    grep -q "launch: every rank ended (status 0) [0-9]* s ago, but srun has not: stopping it" "$out"
+    grep -Eq "^epoch 1/1 test loss [0-9.]+ accuracy [0-9.]+%" "$out"
+    grep -q "launch: the job's report" "$out"
+    [ "$(ls "$BATS_TEST_TMPDIR/hetpipe-$job"/rank-*.exit | wc -l)" -eq 6 ]
+    echo "srun stayed; the job ended after ${took} s" >&3
+    [ "$took" -lt 120 ]
+    [ -z "$(pgrep -f "sleep 600")" ]
+}
+
 @test "a resumable job (--signal=B:USR1@N --requeue) signalled by scancel --signal=USR1 --batch checkpoints, requeues itself, resumes and reaches the uninterrupted accuracy" {
     run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --signal=B:USR1@30 \
         --hetpipe-epochs=1 --hetpipe-checkpoint-every=6000 --hetpipe-placement=local \

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,6 +228,30 @@ START_TEST(pid_stopped_by_a_signal_not_by_a_tracer)
 }
 END_TEST
 
+/* A rank's exit status through the run directory, as hetpipe launch reads it. */
+START_TEST(rank_exit_files)
+{
+    const char *dir = test_fresh_dir();
+    char path[4200];
+    int st = -1;
+
+    ck_assert_int_eq(hp_rank_exit_read(dir, 3, &st), -1); /* not ended yet */
+    ck_assert_int_eq(hp_rank_exit_write(dir, 3, 75), 0);
+    ck_assert_int_eq(hp_rank_exit_read(dir, 3, &st), 0);
+    ck_assert_int_eq(st, 75);
+    ck_assert_int_eq(hp_rank_exit_write(dir, 3, 0), -1); /* never replaced */
+    snprintf(path, sizeof(path), "%s/rank-4.exit", dir);
+    FILE *f = fopen(path, "w");
+    fputs("seventy\n", f);
+    fclose(f);
+    ck_assert_int_eq(hp_rank_exit_read(dir, 4, &st), -1); /* not a status */
+    snprintf(path, sizeof(path), "%s/rank-5.exit", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(hp_rank_exit_read(dir, 5, &st), -1); /* a FIFO: refused, not waited on */
+    test_remove_dir(dir);
+}
+END_TEST
+
 Suite *suite_common(void)
 {
     Suite *s = suite_create("common");
@@ -240,6 +265,7 @@ Suite *suite_common(void)
     tcase_add_test(t, ini_missing_and_broken_files);
     tcase_add_test(t, ini_refuses_what_iniparser_hides);
     tcase_add_test(t, pid_stopped_by_a_signal_not_by_a_tracer);
+    tcase_add_test(t, rank_exit_files);
     suite_add_tcase(s, t);
     return s;
 }
