@@ -304,7 +304,7 @@ static void supervise(struct local *L)
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid == 0 || (pid < 0 && errno == EINTR)) {
             if (requested > 0 && L->failed < 0) {
-                printf("run: signal %d (%s): the ranks checkpoint at the next job point and stop "
+                printf("run: signal %d (%s): the ranks checkpoint at a pause and stop "
                        "(again to stop at once)\n",
                        (int)requested, strsignal((int)requested));
                 fflush(stdout);

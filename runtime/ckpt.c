@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POINTS_PER_EPOCH 10 /* job points per epoch when checkpoints are on: signals act there */
 
 volatile sig_atomic_t hp_ckpt_requested;
 
@@ -38,7 +37,7 @@ void hp_ckpt_signals(const char *dir)
 /* ---- when ---- */
 
 int hp_ckpt_cadence_init(struct hp_ckpt_cadence *c, const char *dir, long every_samples,
-                         double every_s, long my_mb, long per_mb)
+                         double every_s, long per_mb)
 {
     *c = (struct hp_ckpt_cadence){.on = dir != NULL, .every_s = every_s};
     if ((every_samples || every_s > 0) && !dir) {
@@ -47,15 +46,8 @@ int hp_ckpt_cadence_init(struct hp_ckpt_cadence *c, const char *dir, long every_
     }
     if (!dir)
         return 0;
-    c->point_every = my_mb / POINTS_PER_EPOCH > 1 ? my_mb / POINTS_PER_EPOCH : 1;
-    if (every_samples) {
-        long every = (every_samples + per_mb - 1) / per_mb;
-        if (every < c->point_every)
-            c->point_every = every;
-        else /* a multiple of the job points' interval */
-            every = (every + c->point_every - 1) / c->point_every * c->point_every;
-        c->every_mb = every;
-    }
+    if (every_samples) /* the first job point at or after each N samples of the epoch */
+        c->every_mb = (every_samples + per_mb - 1) / per_mb;
     return 0;
 }
 

@@ -3,11 +3,10 @@
  * manifest, checks) are common/ckptfile.h; the job points where checkpoints are taken are
  * jobpoint.h. README "Checkpoints and resume" says it for users.
  *
- * When: at job points, which come every hp_ckpt_cadence.point_every of a VW's minibatches
- * (10 times an epoch) when checkpoints are on, and at evaluations. A checkpoint is due every
- * --checkpoint-every N samples (rounded up to whole job points) and at each epoch's end, or
- * every Nmin / Nh of training; SIGUSR1 or SIGTERM asks for one and a stop at the next job
- * point (hp_ckpt_requested).
+ * When: at job points (jobpoint.h). A checkpoint is due every --checkpoint-every N samples
+ * of an epoch (a job point at the first minibatch boundary after each N) and at each epoch's
+ * end; or every Nmin / Nh of training, and SIGUSR1 or SIGTERM asks for one and a stop
+ * (hp_ckpt_requested): these two make a pause (pause.h), a job point within a wave or two.
  *
  * Taking checkpoint N at a job point: the reporter (stage 0 of VW 0) makes PARENT/ckpt-N
  * (hp_ckpt_begin) and says so in the verdict; every worker tells its PS shards that its pushes
@@ -48,17 +47,15 @@ void hp_ckpt_signals(const char *dir);
 /* When job points come and which checkpoints are due. */
 struct hp_ckpt_cadence {
     int on;           /* a checkpoint directory was given */
-    long point_every; /* job points every this many of a VW's minibatches (0: none) */
-    long every_mb;    /* a checkpoint every this many (a multiple of point_every; 0: none) */
+    long every_mb;    /* a checkpoint every this many of a VW's minibatches (0: none) */
     double every_s;   /* or every this many seconds of training (0: none) */
 };
 
 /* The cadence for --checkpoint-dir `dir` (NULL: off) and --checkpoint-every (every_samples
- * samples or every_s seconds, both 0 when not given), with my_mb minibatches per VW and
- * epoch and per_mb samples in one minibatch of every VW. 0, or -HP_EINVAL (logged) for
- * --checkpoint-every without --checkpoint-dir. */
+ * samples or every_s seconds, both 0 when not given), with per_mb samples in one minibatch of
+ * every VW. 0, or -HP_EINVAL (logged) for --checkpoint-every without --checkpoint-dir. */
 int hp_ckpt_cadence_init(struct hp_ckpt_cadence *c, const char *dir, long every_samples,
-                         double every_s, long my_mb, long per_mb);
+                         double every_s, long per_mb);
 
 /* Whether a checkpoint is due after nb of an epoch's my_mb minibatches, `since` seconds of
  * training after the last one (or the run's start). */

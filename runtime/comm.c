@@ -847,6 +847,20 @@ static int recv_into(struct hp_comm *comm, int peer, int type, void *buf, size_t
     return recv_check(comm, peer, type, status, hdr, cap, &info);
 }
 
+int hp_comm_probe(struct hp_comm *comm, int peer, int type)
+{
+    ucp_tag_recv_info_t info;
+    const ucp_tag_t tag = (peer == HP_COMM_ANY_PEER ? 0 : (ucp_tag_t)peer << 32) | (ucp_tag_t)type;
+    const ucp_tag_t mask = peer == HP_COMM_ANY_PEER ? TAG_MASK_TYPE : TAG_MASK_ALL;
+
+    if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks || type < HP_MSG_ACTIVATION ||
+        type > HP_MSG_TYPE_LAST)
+        return 0;
+    while (ucp_worker_progress(comm->worker) != 0)
+        ;
+    return ucp_tag_probe_nb(comm->worker, tag, mask, 0, &info) != NULL;
+}
+
 static int recv_args_ok(const struct hp_comm *comm, int peer, int type, int have_buf, size_t cap)
 {
     if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks ||

@@ -40,8 +40,9 @@ enum hp_msg_type {
     HP_MSG_EVAL = 6,       /* evaluation: activations forward, results back */
     HP_MSG_ALLREDUCE = 7,  /* dp: a chunk of the ring allreduce */
     HP_MSG_CHECKPOINT = 8, /* checkpoint: marks to the shards, parts written, the outcome */
+    HP_MSG_PAUSE = 9,      /* a pause between job points: requests and notices (pause.h) */
 };
-#define HP_MSG_TYPE_LAST HP_MSG_CHECKPOINT
+#define HP_MSG_TYPE_LAST HP_MSG_PAUSE
 #define HP_MSG_ANY_TYPE 0 /* hp_comm_recv: the next message of any type (h->type says which) */
 
 /* The fixed header of every message (64 bytes, host byte order). Fields that do not apply to
@@ -123,6 +124,10 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
 /* With peer = HP_COMM_ANY_PEER (and type = HP_MSG_ANY_TYPE) a receive takes messages in the
  * order they arrive (from one sender: the order it sent them), and fails with -HP_EIO as
  * soon as any connected peer fails, except a retired one. */
+
+/* Whether a message of `type` from `peer` (or HP_COMM_ANY_PEER) has arrived, without taking
+ * it (hp_comm_recv does): the worker makes progress once. 1 or 0; never waits, logs nothing. */
+int hp_comm_probe(struct hp_comm *comm, int peer, int type);
 
 /* A peer on this host that has been stopped (SIGSTOP) for `ms` fails like one that exited
  * (default 60 s; the ranks set --timeout). HETPIPE_LIVENESS=exit in the environment turns this

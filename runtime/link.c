@@ -114,6 +114,24 @@ int hp_link_send(struct hp_link_state *l, int peer, int type, long mb, size_t by
     return rc;
 }
 
+int hp_link_send_end(struct hp_link_state *l, int peer, long mb)
+{
+    const struct hp_msg_header h = {.type = HP_MSG_ACTIVATION,
+                                    .vw = l->v,
+                                    .stage = l->s,
+                                    .minibatch = mb,
+                                    .clock = mb,
+                                    .payload_bytes = 0};
+    const double t0 = hp_now_s();
+    int rc = hp_comm_send(l->comm, peer, &h, NULL, l->wait_ms);
+
+    add_time(l, t0);
+    if (rc)
+        hp_error("vw %d stage %d: sending the span's end at minibatch %ld to rank %d failed: %s",
+                 l->v, l->s, mb, peer, hp_strerror(rc));
+    return rc;
+}
+
 int hp_link_recv(struct hp_link_state *l, int peer, int type, long mb, size_t bytes,
                  const char *what, const void **payload)
 {
@@ -128,6 +146,9 @@ int hp_link_recv(struct hp_link_state *l, int peer, int type, long mb, size_t by
                  peer, hp_strerror(rc));
         return rc;
     }
+    if (type == HP_MSG_ACTIVATION && h->vw == l->v && h->minibatch == mb && h->clock == mb &&
+        h->payload_bytes == 0)
+        return HP_LINK_END;
     if (h->vw != l->v || h->minibatch != mb || h->payload_bytes != bytes) {
         hp_error("vw %d stage %d: protocol error: expected %s %ld of vw %d (%zu bytes) from rank "
                  "%d, got minibatch %" PRId64 " of vw %d (%" PRIu64 " bytes)",

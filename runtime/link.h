@@ -48,10 +48,16 @@ int hp_link_take(struct hp_link_state *l, enum hp_link_dir dir, void **payload);
  * `mb` (a minibatch, a test batch, a tag). 0 or a negative code (logged). */
 int hp_link_send(struct hp_link_state *l, int peer, int type, long mb, size_t bytes);
 
+/* Instead of minibatch mb's activation, the end of the span at mb (a pause, pause.h): a
+ * message of no payload whose clock is mb, down to `peer`. 0 or a negative code (logged). */
+int hp_link_send_end(struct hp_link_state *l, int peer, long mb);
+
 /* Receive message `type` for index `mb` from `peer` (the previous stage's into one buffer,
  * any other peer's into another): exactly `bytes` of payload, at *payload until the next
- * receive from that side. `what` names it in errors ("activation"). 0 or a negative code
+ * receive from that side. `what` names it in errors ("activation"). 0, HP_LINK_END when an
+ * activation's place holds the span's end at mb (hp_link_send_end), or a negative code
  * (logged: the wait failed, or a protocol error). */
+#define HP_LINK_END 1
 int hp_link_recv(struct hp_link_state *l, int peer, int type, long mb, size_t bytes,
                  const char *what, const void **payload);
 

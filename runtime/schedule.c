@@ -27,3 +27,11 @@ int hp_sched_next(struct hp_sched *s, struct hp_pass *p)
     }
     return 1;
 }
+
+void hp_sched_end(struct hp_sched *s, long x)
+{
+    if (x < s->to)
+        s->to = x;
+    if (s->nf > s->to)
+        s->nf = s->to;
+}

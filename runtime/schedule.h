@@ -36,6 +36,11 @@ struct hp_sched {
 /* A span [from, to) (from <= to) with w >= 1 minibatches in flight. */
 void hp_sched_init(struct hp_sched *s, long from, long to, int w);
 
+/* The span ends at minibatch x instead (from <= x <= to, and no forward pass of x or later
+ * handed out except x's own, just now): only the backward passes of those in flight are
+ * left. A pause (pause.h) ends spans this way. */
+void hp_sched_end(struct hp_sched *s, long x);
+
 /* The next pass into *p: 1, or 0 once the span is drained. */
 int hp_sched_next(struct hp_sched *s, struct hp_pass *p);
 

@@ -14,6 +14,7 @@
 #include "link.h"
 #include "log.h"
 #include "net.h"
+#include "pause.h"
 #include "report.h"
 #include "rng.h"
 #include "schedule.h"
@@ -61,6 +62,7 @@ struct worker {
     struct hp_timeline *tl;
     struct hp_report *rep;
     struct hp_jobpoint jp;
+    struct hp_pause pause;
     struct hp_ckpt_cadence cadence;
     struct hp_ckpt_job ck;
     struct hp_ckpt_resume from; /* where this run starts */
@@ -151,7 +153,7 @@ static int send_tensor(struct worker *w, enum hp_link_dir dir, int peer, int typ
 
 /* Minibatch p->j's input into its slot: stage 0 takes the job's minibatch m of the epoch's
  * order from the feed; a later stage receives the previous stage's activation. The labels
- * travel with it. */
+ * travel with it. HP_LINK_END: in its place came the span's end (a pause). */
 static int take_input(struct worker *w, const struct hp_pass *p, long q, long m)
 {
     int32_t *lab = w->labels + (size_t)p->slot * w->batch;
@@ -163,7 +165,7 @@ static int take_input(struct worker *w, const struct hp_pass *p, long q, long m)
     } else {
         int rc = receive_tensor(w, w->peers->prev, HP_MSG_ACTIVATION, p->j, q, in_bytes + lab_bytes,
                                 HP_TL_RECV_ACT, "activation", &x);
-        if (rc)
+        if (rc) /* also HP_LINK_END: the span ends here (a pause) */
             return rc;
         memcpy(lab, (const char *)x + in_bytes, lab_bytes);
     }
@@ -291,16 +293,38 @@ static int update(struct worker *w, const struct hp_pass *p, long q, long step)
 
 /* ---- the loop ---- */
 
+/* Stage 0 with checkpoints on, before the forward pass of the VW's minibatch q: whether the
+ * span ends at q (a pause, pause.h: a request, or a checkpoint due in time). */
+static int pause_here(struct worker *w, long q, int *end)
+{
+    const int due = w->reporter && w->cadence.every_s > 0 &&
+                    hp_now_s() - w->last_ckpt_t >= w->cadence.every_s;
+
+    *end = 0;
+    if (w->s != 0 || !w->cadence.on)
+        return 0;
+    return hp_pause_check(&w->pause, q, hp_ckpt_requested != 0, due, hp_wsp_pushed(w->wsp), end);
+}
+
+/* The span ends at p->j (a pause): no forward pass from it on; the next stage learns of it
+ * where p->j's activation would be. */
+static int end_span(struct worker *w, struct hp_sched *sched, const struct hp_pass *p)
+{
+    hp_sched_end(sched, p->j);
+    return w->peers->next >= 0 ? hp_link_send_end(w->link, w->peers->next, p->j) : 0;
+}
+
 /* The VW's minibatches [from, to) of `epoch` through this stage in the one-forward-one-
  * backward order (schedule.h), with Wave Synchronous Parallel at the edges of its waves
  * (wsp.h): before the first minibatch of a wave the gate (wait for the VWs behind, pull,
- * rebase), after the last the push. Ends drained. */
-static int train_span(struct worker *w, int epoch, long from, long to)
+ * rebase), after the last the push. A pause may end it sooner; *end: where it ended. Ends
+ * drained. */
+static int train_span(struct worker *w, int epoch, long from, long to, long *end)
 {
     const long epoch_base = (long)epoch * w->n.my_mb, step_base = (long)epoch * w->n.total_mb;
     struct hp_sched sched;
     struct hp_pass p;
-    int rc = 0;
+    int rc = 0, here = 0;
 
     hp_sched_init(&sched, from, to, w->inflight);
     while (!rc && hp_sched_next(&sched, &p)) {
@@ -308,14 +332,23 @@ static int train_span(struct worker *w, int epoch, long from, long to)
         const long m = p.j * w->nvws + w->v; /* the job's minibatch of the epoch's order */
         const long step = w->dp ? epoch_base + p.j : step_base + m; /* dp: train's at R x B */
         if (p.kind == HP_PASS_FORWARD) {
-            if (hp_wsp_gate_due(w->wsp, q)) /* the rebase changes the weights: stash first */
+            rc = pause_here(w, q, &here);
+            if (!rc && here) {
+                rc = end_span(w, &sched, &p);
+                continue;
+            }
+            if (!rc)
+                rc = take_input(w, &p, q, m);
+            if (rc == HP_LINK_END) {
+                rc = end_span(w, &sched, &p);
+                continue;
+            }
+            if (!rc && hp_wsp_gate_due(w->wsp, q)) /* the rebase changes the weights: stash */
                 rc = hp_stash_change(w->stash, w->wt.dev, p.out0, p.out1);
             if (!rc)
                 rc = hp_wsp_gate(w->wsp, q, &w->wt);
             if (!rc)
                 hp_wsp_trace_minibatch(w->wsp, q);
-            if (!rc)
-                rc = take_input(w, &p, q, m);
             if (!rc)
                 rc = forward(w, &p, q, step);
             if (!rc)
@@ -337,6 +370,7 @@ static int train_span(struct worker *w, int epoch, long from, long to)
                 rc = hp_report_minibatch(w->rep, epoch, p.j + 1, step, step_base, loss, correct);
         }
     }
+    *end = sched.to;
     return rc;
 }
 
@@ -505,6 +539,8 @@ static int job_point(struct worker *w, int epoch, long nb, int last, int evaluat
     int rc = hp_jp_arrive(&w->jp, w->npoints, &t_all, &req);
     const double job_s = t_all - w->clock.t_start - w->clock.paused_s;
 
+    hp_pause_passed(&w->pause, w->q_base + (nb < 0 ? w->n.my_mb : nb));
+
     if (!rc && w->v == 0 && evaluate_here)
         rc = evaluate(w, epoch, nb, step, job_s, last && nb < 0, &loss, &acc);
     if (evaluate_here) {
@@ -533,10 +569,10 @@ static int job_point(struct worker *w, int epoch, long nb, int last, int evaluat
 }
 
 /* The next job point after nb: a multiple of the evaluation interval or of the checkpoints'
- * (my_mb: none before the epoch's end). */
+ * in samples (my_mb: none before the epoch's end). A pause may come sooner (pause.h). */
 static long next_point(const struct worker *w, long nb)
 {
-    const long every[2] = {w->ek, w->cadence.point_every};
+    const long every[2] = {w->ek, w->cadence.every_mb};
     long p = w->n.my_mb;
 
     for (int i = 0; i < 2; i++)
@@ -556,9 +592,7 @@ static int train_epoch(struct worker *w, int epoch, long nb0)
     w->q_base = (long)epoch * my_mb - w->from.q0;
     hp_report_interval(w->rep);
     for (long nb = nb0; nb < my_mb && !rc && !w->stop;) {
-        const long next = next_point(w, nb);
-        rc = train_span(w, epoch, nb, next);
-        nb = next;
+        rc = train_span(w, epoch, nb, next_point(w, nb), &nb);
         if (!rc && nb < my_mb) {
             const double e0 = w->eval_s;
             rc = job_point(w, epoch, nb, 0, w->ek && nb % w->ek == 0);
@@ -770,6 +804,7 @@ static int run_setup(struct worker *w)
                                  .s = w->s,
                                  .timeout_ms = w->timeout_ms,
                                  .wait_ms = w->wait_ms};
+    hp_pause_init(&w->pause, w->comm, w->plan, w->rank, w->v, w->s, w->dp, w->timeout_ms);
     w->ck = (struct hp_ckpt_job){.comm = w->comm,
                                  .plan = w->plan,
                                  .model = w->model,
@@ -784,7 +819,7 @@ static int run_setup(struct worker *w)
     if (!rc)
         rc =
             hp_ckpt_cadence_init(&w->cadence, o->checkpoint_dir, o->checkpoint_every.samples,
-                                 o->checkpoint_every.seconds, w->n.my_mb, (long)w->nvws * w->batch);
+                                 o->checkpoint_every.seconds, (long)w->nvws * w->batch);
     if (!rc)
         rc = timeline_open(w);
     return rc;

@@ -197,6 +197,11 @@ int hp_wsp_updated(struct hp_wsp *w, long q, const struct hp_weights *wt)
     return (q + 1) % w->nm == 0 ? push(w, q / w->nm, wt) : 0;
 }
 
+long hp_wsp_pushed(const struct hp_wsp *w)
+{
+    return w ? w->ops->pushed(w->ps) : 0;
+}
+
 int hp_wsp_push_rest(struct hp_wsp *w, const struct hp_weights *wt)
 {
     return w && w->unpushed > 0 ? push(w, w->ops->pushed(w->ps), wt) : 0;

@@ -71,6 +71,9 @@ int hp_wsp_gate(struct hp_wsp *w, long q, const struct hp_weights *wt);
  * stage's updates over the wave is pushed. */
 int hp_wsp_updated(struct hp_wsp *w, long q, const struct hp_weights *wt);
 
+/* The waves this stage has pushed (0 for NULL). */
+long hp_wsp_pushed(const struct hp_wsp *w);
+
 /* The job's end: a last wave cut short by the end of the data is pushed as it is. */
 int hp_wsp_push_rest(struct hp_wsp *w, const struct hp_weights *wt);
 

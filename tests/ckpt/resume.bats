@@ -34,8 +34,8 @@ teardown() {
     [ "$a" = "$b" ]
 }
 
-# signalled SIG: a job gets SIG after its first checkpoint; it must checkpoint at the next job
-# point, stop with status 75 within 30 s, and resume
+# signalled SIG: a job gets SIG after its first checkpoint; it must checkpoint at a pause,
+# stop with status 75 within 30 s, and resume
 signalled() {
     "$HETPIPE" run --local --cluster demo --emulate 50 --epochs 2 --train-limit 6400 \
         --test-limit 500 --checkpoint-dir "$TMP/ck" --checkpoint-every 1000 --log-every 0 \
@@ -52,7 +52,7 @@ signalled() {
     cat "$TMP/out" | grep -E '^(checkpoint|run|hetpipe)'
     [ "$st" -eq 75 ]
     [ $((end - start)) -le 30 ]
-    grep -q "checkpoint at the next job point and stop" "$TMP/out"
+    grep -q "checkpoint at a pause and stop" "$TMP/out"
     grep -q "stopped on request (a signal) after checkpoint 2" "$TMP/out"
     [ -s "$TMP/ck/ckpt-2/manifest" ]
     run "$HETPIPE" run --local --cluster demo --emulate off --epochs 2 --train-limit 6400 \
@@ -62,12 +62,82 @@ signalled() {
     echo "$output" | grep -q "resumed from checkpoint 2"
 }
 
-@test "SIGTERM: the job checkpoints at the next job point and exits 75; it resumes" {
+@test "SIGTERM: the job checkpoints at a pause and exits 75; it resumes" {
     signalled TERM
 }
 
-@test "SIGUSR1: the job checkpoints at the next job point and exits 75; it resumes" {
+@test "SIGUSR1: the job checkpoints at a pause and exits 75; it resumes" {
     signalled USR1
+}
+
+# training: wait until the job in the background ($pid, output $TMP/out) reports its tenth step
+training() {
+    for _ in $(seq 600); do
+        grep -q '^epoch 1/1 step 10/' "$TMP/out" && return 0
+        sleep 0.05
+    done
+    false
+}
+
+# paused SIG ARGS...: a job with checkpoints on but no interval (no job point before the
+# epoch's end) gets SIG once it trains; it must checkpoint at a pause and be gone within 5 s
+paused() {
+    local sig=$1
+    shift
+    "$HETPIPE" run --local "$@" --emulate 50 --epochs 1 --train-limit 25600 --test-limit 500 \
+        --checkpoint-dir "$TMP/ck" --log-every 10 > "$TMP/out" 2>&1 &
+    local pid=$!
+    training
+    start=$(date +%s%N)
+    kill -"$sig" "$pid"
+    wait "$pid" && st=0 || st=$?
+    ms=$((($(date +%s%N) - start) / 1000000))
+    grep -E '^(checkpoint|hetpipe: (info|stopped))' "$TMP/out"
+    echo "# $sig to all ranks gone: $ms ms" >&3
+    [ "$st" -eq 75 ]
+    [ "$ms" -le 5000 ] # 1 s plus a wave or two on a loaded machine
+    grep -q "pauses at its minibatch" "$TMP/out"
+    # the checkpoint is within the epoch, not at its end (the only job point)
+    line=$(grep '^checkpoint 1:' "$TMP/out")
+    mb=$(echo "$line" | sed -n 's/^checkpoint 1: epoch 1, minibatch \([0-9]*\) of \([0-9]*\),.*/\1 \2/p')
+    [ -n "$mb" ] && [ "${mb% *}" -lt "${mb#* }" ]
+    run "$HETPIPE" run --local "$@" --emulate off --epochs 1 --train-limit 25600 \
+        --test-limit 500 --checkpoint-dir "$TMP/ck" --log-every 0 --resume auto
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -q "resumed from checkpoint 1"
+}
+
+@test "SIGUSR1 to four WSP virtual workers: a pause within a wave or two, checkpointed, gone within 5 s; it resumes" {
+    paused USR1 --cluster local4 --policy ed --staleness 1
+}
+
+@test "SIGTERM to dp replicas: a pause at the next minibatch, checkpointed, gone within 5 s; it resumes" {
+    paused TERM --cluster local4 --policy dp
+}
+
+@test "a checkpoint at a pause holds bit for bit what one at a job point at the same minibatch holds" {
+    # one VW (demo): the pause is where stage 0 of VW 0 is when it hears the signal
+    args=(--cluster demo --epochs 1 --train-limit 12800 --test-limit 500 --log-every 10)
+    "$HETPIPE" run --local "${args[@]}" --emulate 50 --checkpoint-dir "$TMP/ck" > "$TMP/out" 2>&1 &
+    pid=$!
+    training
+    kill -USR1 "$pid"
+    wait "$pid" || true
+    line=$(grep '^checkpoint 1:' "$TMP/out")
+    echo "$line"
+    samples=$(echo "$line" | sed -n 's/.* \([0-9]*\) samples:.*/\1/p')
+    [ -n "$samples" ] && [ "$samples" -lt 12800 ]
+    # the same job, no signal, its first checkpoint at that minibatch
+    run "$HETPIPE" run --local "${args[@]}" --emulate off --checkpoint-dir "$TMP/ck2" \
+        --checkpoint-every "$samples" --checkpoint-keep 1000
+    [ "$status" -eq 0 ]
+    n=0
+    for f in "$TMP"/ck/ckpt-1/*.part; do
+        cmp "$f" "$TMP/ck2/ckpt-1/${f##*/}"
+        n=$((n + 1))
+    done
+    echo "$n parts equal"
+    [ "$n" -ge 4 ]
 }
 
 @test "bad checkpoints are named and refused; --resume auto without one starts afresh" {

@@ -221,7 +221,7 @@ type_of() {
     done
     t0=$(date +%s%N)
     scancel --signal=USR1 --batch "$job"
-    # the ranks checkpoint at the next job point and stop: the script requeues the job
+    # the ranks checkpoint at a pause and stop: the script requeues the job
     i=0
     until grep -q "checkpointed and stopped; requeueing it" "$out"; do
         [ $i -lt 600 ] || { cat "$out"; false; }

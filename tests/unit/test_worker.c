@@ -12,6 +12,7 @@
 #include "error.h"
 #include "feed.h"
 #include "jobpoint.h"
+#include "pause.h"
 #include "schedule.h"
 #include "stash.h"
 #include "wsp.h"
@@ -523,30 +524,89 @@ START_TEST(checkpoint_cadence)
     struct hp_ckpt_cadence c;
 
     /* off: no job points for checkpoints */
-    ck_assert_int_eq(hp_ckpt_cadence_init(&c, NULL, 0, 0.0, 100, 64), 0);
-    ck_assert_int_eq(c.point_every, 0);
+    ck_assert_int_eq(hp_ckpt_cadence_init(&c, NULL, 0, 0.0, 64), 0);
+    ck_assert(!c.on && c.every_mb == 0);
     ck_assert(!hp_ckpt_due(&c, 100, 100, 1e9));
-    /* on: ten job points an epoch; at the epoch's end only by samples */
-    ck_assert_int_eq(hp_ckpt_cadence_init(&c, "d", 0, 0.0, 100, 64), 0);
-    ck_assert_int_eq(c.point_every, 10);
+    /* on without an interval: none due by itself (requests make pauses, pause.h) */
+    ck_assert_int_eq(hp_ckpt_cadence_init(&c, "d", 0, 0.0, 64), 0);
+    ck_assert(c.on && c.every_mb == 0);
     ck_assert(!hp_ckpt_due(&c, 100, 100, 1e9));
     /* every 640 samples at 64 per minibatch of every VW: every 10 minibatches, and the end */
-    ck_assert_int_eq(hp_ckpt_cadence_init(&c, "d", 640, 0.0, 95, 64), 0);
-    ck_assert_int_eq(c.point_every, 9);
-    ck_assert_int_eq(c.every_mb, 18); /* rounded up to whole job points */
-    ck_assert(hp_ckpt_due(&c, 18, 95, 0.0) && hp_ckpt_due(&c, 95, 95, 0.0));
-    ck_assert(!hp_ckpt_due(&c, 9, 95, 0.0));
-    /* more often than job points come: job points that often */
-    ck_assert_int_eq(hp_ckpt_cadence_init(&c, "d", 100, 0.0, 100, 64), 0);
-    ck_assert_int_eq(c.point_every, 2);
-    ck_assert_int_eq(c.every_mb, 2);
+    ck_assert_int_eq(hp_ckpt_cadence_init(&c, "d", 640, 0.0, 64), 0);
+    ck_assert_int_eq(c.every_mb, 10);
+    ck_assert(hp_ckpt_due(&c, 10, 95, 0.0) && hp_ckpt_due(&c, 90, 95, 0.0));
+    ck_assert(hp_ckpt_due(&c, 95, 95, 0.0) && !hp_ckpt_due(&c, 9, 95, 0.0));
+    /* not a whole number of minibatches: the first minibatch boundary after it */
+    ck_assert_int_eq(hp_ckpt_cadence_init(&c, "d", 6000, 0.0, 256), 0);
+    ck_assert_int_eq(c.every_mb, 24); /* 6144 samples */
+    ck_assert_int_eq(hp_ckpt_cadence_init(&c, "d", 1, 0.0, 64), 0);
+    ck_assert_int_eq(c.every_mb, 1);
     /* by time */
-    ck_assert_int_eq(hp_ckpt_cadence_init(&c, "d", 0, 30.0, 100, 64), 0);
+    ck_assert_int_eq(hp_ckpt_cadence_init(&c, "d", 0, 30.0, 64), 0);
     ck_assert(!hp_ckpt_due(&c, 10, 100, 29.9) && hp_ckpt_due(&c, 10, 100, 30.0));
     /* an interval without a directory is refused, naming both options */
     test_capture_begin();
-    ck_assert_int_eq(hp_ckpt_cadence_init(&c, NULL, 640, 0.0, 100, 64), -HP_EINVAL);
+    ck_assert_int_eq(hp_ckpt_cadence_init(&c, NULL, 640, 0.0, 64), -HP_EINVAL);
     ck_assert(strstr(test_capture_end(), "'--checkpoint-dir DIR'") != NULL);
+}
+END_TEST
+
+/* A pause's point: no VW can have started it when the reporter names it (pause.h). */
+START_TEST(pause_point)
+{
+    /* one VW: at once */
+    ck_assert_int_eq(hp_pause_point(37, 9, 0, 4, 1, 0), 37);
+    /* dp: the replicas cannot pass the reporter's next allreduce */
+    ck_assert_int_eq(hp_pause_point(37, 0, 0, 1, 4, 1), 38);
+    /* WSP: pushed + D + 2 waves of the largest Nm */
+    ck_assert_int_eq(hp_pause_point(36, 8, 0, 4, 4, 0), 40);
+    ck_assert_int_eq(hp_pause_point(36, 8, 2, 4, 4, 0), 48);
+    ck_assert_int_eq(hp_pause_point(36, 8, 0, 6, 4, 0), 60);
+    /* never behind the reporter itself */
+    ck_assert_int_eq(hp_pause_point(100, 1, 0, 4, 2, 0), 100);
+    /* the bound: a VW at wave C needs every VW's clock >= C - 1 - D (hp_wsp_threshold), so with
+     * the reporter's clock `pushed` no VW starts a wave whose first minibatch is >= the point */
+    for (long pushed = 0; pushed < 6; pushed++)
+        for (long D = 0; D < 3; D++)
+            for (long nm = 1; nm <= 4; nm++) {
+                const long x = hp_pause_point(pushed * nm, pushed, D, nm, 3, 0);
+                long c = 0;
+                while (hp_wsp_threshold(c + 1, D) <= pushed)
+                    c++; /* the last wave any VW may start */
+                ck_assert_msg((c + 1) * nm <= x, "pushed %ld D %ld nm %ld: wave %ld, point %ld",
+                              pushed, D, nm, c, x);
+            }
+}
+END_TEST
+
+/* A span ended by a pause hands out only the backward passes of those in flight. */
+START_TEST(schedule_end)
+{
+    struct hp_sched s;
+    struct hp_pass p;
+    long nf = 0, nb = 0;
+
+    hp_sched_init(&s, 0, 100, 3);
+    for (int i = 0; i < 7; i++) /* F0 F1 F2 B0 F3 B1 F4 */
+        ck_assert(hp_sched_next(&s, &p));
+    ck_assert(hp_sched_next(&s, &p) && p.kind == HP_PASS_BACKWARD && p.j == 2);
+    ck_assert(hp_sched_next(&s, &p) && p.kind == HP_PASS_FORWARD && p.j == 5);
+    hp_sched_end(&s, 5); /* 5's forward was handed out just now: it is not run */
+    while (hp_sched_next(&s, &p)) {
+        ck_assert_int_eq(p.kind, HP_PASS_BACKWARD);
+        ck_assert_int_eq(p.j, 3 + nb++);
+    }
+    ck_assert_int_eq(nb, 2);
+    /* a later end changes nothing; an end at the start leaves nothing */
+    hp_sched_init(&s, 10, 20, 2);
+    hp_sched_end(&s, 30);
+    while (hp_sched_next(&s, &p))
+        nf += p.kind == HP_PASS_FORWARD;
+    ck_assert_int_eq(nf, 10);
+    hp_sched_init(&s, 10, 20, 2);
+    ck_assert(hp_sched_next(&s, &p) && p.j == 10);
+    hp_sched_end(&s, 10);
+    ck_assert(!hp_sched_next(&s, &p));
 }
 END_TEST
 
@@ -581,6 +641,8 @@ Suite *suite_worker(void)
     tcase_add_test(tc, wsp_job_keeps_the_bound);
     tcase_add_test(tc, job_point_verdict);
     tcase_add_test(tc, checkpoint_cadence);
+    tcase_add_test(tc, pause_point);
+    tcase_add_test(tc, schedule_end);
     tcase_add_test(tc, feed_counts);
     suite_add_tcase(s, tc);
     return s;
