@@ -8,6 +8,8 @@
 #include "ps_client.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +67,24 @@ int hp_ckpt_begin(const struct hp_ckpt_job *c, long last, long *seq, char *dir, 
     return hp_ckpt_new_dir(c->parent, last, seq, dir, n);
 }
 
+int hp_ckpt_units_client(struct hp_ckpt_units *u, const struct hp_wsp *wsp)
+{
+    u->client_bytes = wsp ? hp_wsp_state_bytes(wsp) : 0;
+    u->client = NULL;
+    u->has_client = wsp != NULL;
+    if (!wsp)
+        return 0;
+    u->client = malloc(u->client_bytes ? u->client_bytes : 1);
+    if (!u->client) {
+        hp_error("vw %d: cannot copy the WSP state for a checkpoint: out of memory", u->vw);
+        return -HP_ENOMEM;
+    }
+    hp_wsp_save(wsp, u->client, &u->unpushed);
+    return 0;
+}
+
 int hp_ckpt_write_units(const char *dir, int rank, const struct hp_ckpt_units *u,
-                        const struct hp_wsp *wsp, struct hp_ckpt_note *note)
+                        struct hp_ckpt_note *note)
 {
     struct hp_ckpt_writer *w = NULL;
     size_t po = 0, so = 0;
@@ -85,19 +103,10 @@ int hp_ckpt_write_units(const char *dir, int rank, const struct hp_ckpt_units *u
         po += un->nparams;
         so += un->nstate;
     }
-    if (!rc && wsp) {
-        const size_t n = hp_wsp_state_bytes(wsp);
-        int64_t unpushed;
-        void *blob = malloc(n ? n : 1);
-        rc = blob ? 0 : -HP_ENOMEM;
-        if (blob)
-            hp_wsp_save(wsp, blob, &unpushed);
-        if (!rc)
-            rc = hp_ckpt_part_add(w, HP_CK_CLIENT, -1, u->vw, blob, n);
-        if (!rc)
-            rc = hp_ckpt_part_add(w, HP_CK_CLIENT, -2, u->vw, &unpushed, sizeof(unpushed));
-        free(blob);
-    }
+    if (!rc && u->has_client)
+        rc = hp_ckpt_part_add(w, HP_CK_CLIENT, -1, u->vw, u->client, u->client_bytes);
+    if (!rc && u->has_client)
+        rc = hp_ckpt_part_add(w, HP_CK_CLIENT, -2, u->vw, &u->unpushed, sizeof(u->unpushed));
     if (rc) {
         hp_ckpt_part_abort(w);
         return rc;
@@ -105,109 +114,263 @@ int hp_ckpt_write_units(const char *dir, int rank, const struct hp_ckpt_units *u
     return hp_ckpt_part_close(w, &note->bytes, &note->crc);
 }
 
-/* The reporter: every other rank's note, the plan, the manifest, pruning. *ok: complete. */
-static int collect(const struct hp_ckpt_job *c, long seq, const struct hp_ckpt_info *where,
-                   const struct hp_ckpt_note *mine, int *ok, struct hp_ckpt_written *out)
+void hp_ckpt_units_free(struct hp_ckpt_units *u)
+{
+    free(u->params);
+    free(u->momentum);
+    free(u->state);
+    free(u->client);
+    u->params = u->momentum = u->state = NULL;
+    u->client = NULL;
+}
+
+/* A checkpoint of this rank under way: its part written by a thread of its own. */
+struct hp_ckpt_pending {
+    long seq;
+    int rank;
+    char dir[4096];
+    struct hp_ckpt_units u; /* owned host copies */
+    struct hp_ckpt_note note;
+    pthread_t thread;
+    int started;
+    atomic_int written; /* the thread has finished (note set) */
+    int note_sent;
+    double t0;
+    /* the reporter: the manifest's contents and the notes so far */
+    struct hp_ckpt_info ci;
+    int *got, ngot, bad;
+};
+
+static void *write_part(void *arg)
+{
+    struct hp_ckpt_pending *pd = arg;
+
+    pd->note.status = hp_ckpt_write_units(pd->dir, pd->rank, &pd->u, &pd->note) ? 1 : 0;
+    atomic_store(&pd->written, 1);
+    return NULL;
+}
+
+static void pending_free(struct hp_ckpt_pending *pd)
+{
+    if (!pd)
+        return;
+    if (pd->started)
+        pthread_join(pd->thread, NULL);
+    hp_ckpt_units_free(&pd->u);
+    hp_ckpt_info_release(&pd->ci);
+    free(pd->got);
+    free(pd);
+}
+
+void hp_ckpt_abandon(struct hp_ckpt_pending *pd)
+{
+    pending_free(pd);
+}
+
+int hp_ckpt_start(const struct hp_ckpt_job *c, long seq, struct hp_ckpt_units *u,
+                  const struct hp_wsp *wsp, const struct hp_ckpt_info *where,
+                  struct hp_ckpt_pending **out)
 {
     const struct hp_plan *p = c->plan;
-    struct hp_ckpt_info ci = *where;
-    int rc = 0, bad = -1;
+    struct hp_ckpt_pending *pd = calloc(1, sizeof(*pd));
+    int rc = pd ? 0 : -HP_ENOMEM;
 
-    ci.seq = seq;
-    ci.nfiles = 0;
-    ci.names = calloc((size_t)p->nranks + 1, sizeof(*ci.names));
-    ci.bytes = calloc((size_t)p->nranks + 1, sizeof(*ci.bytes));
-    ci.crc = calloc((size_t)p->nranks + 1, sizeof(*ci.crc));
-    if (!ci.names || !ci.bytes || !ci.crc) {
-        hp_ckpt_info_release(&ci);
-        return -HP_ENOMEM;
+    *out = NULL;
+    if (pd) {
+        pd->u = *u;
+        *u = (struct hp_ckpt_units){0};
+        pd->seq = seq;
+        pd->rank = c->rank;
+        pd->t0 = hp_now_s();
+        pd->ci = *where;
+        pd->ci.names = NULL;
+        pd->ci.bytes = NULL;
+        pd->ci.crc = NULL;
+        pd->ci.seq = seq;
+        pd->ci.nranks = p->nranks;
+        pd->bad = -1;
+        pd->got = calloc((size_t)p->nranks, sizeof(int));
+        pd->ci.names = calloc((size_t)p->nranks + 1, sizeof(*pd->ci.names));
+        pd->ci.bytes = calloc((size_t)p->nranks + 1, sizeof(*pd->ci.bytes));
+        pd->ci.crc = calloc((size_t)p->nranks + 1, sizeof(*pd->ci.crc));
+        if (!pd->got || !pd->ci.names || !pd->ci.bytes || !pd->ci.crc)
+            rc = -HP_ENOMEM;
+    } else {
+        hp_ckpt_units_free(u);
     }
+    if (!rc && wsp) /* every push before this point is on the shards: they write theirs */
+        rc = hp_ps_checkpoint_mark(p, c->comm, c->v, c->s, seq, c->timeout_ms);
+    if (!rc && hp_ckpt_dir(c->parent, seq, pd->dir, sizeof(pd->dir))) {
+        pd->note.status = 1;
+        atomic_store(&pd->written, 1);
+    } else if (!rc) {
+        if (pthread_create(&pd->thread, NULL, write_part, pd) != 0) {
+            hp_error("checkpoint %ld: cannot start the thread that writes the part", seq);
+            rc = -HP_EIO;
+        } else {
+            pd->started = 1;
+        }
+    }
+    if (rc) {
+        if (rc == -HP_ENOMEM)
+            hp_error("checkpoint %ld: out of memory", seq);
+        pending_free(pd);
+        return rc;
+    }
+    *out = pd;
+    return 0;
+}
+
+/* The reporter: the notes that have come (all of them with wait). */
+static int collect(const struct hp_ckpt_job *c, struct hp_ckpt_pending *pd, int wait)
+{
+    const struct hp_plan *p = c->plan;
+    int rc = 0;
+
     for (int r = 0; r < p->nranks && !rc; r++) {
-        struct hp_ckpt_note pn = *mine;
+        struct hp_ckpt_note pn = pd->note;
         struct hp_msg_header h;
-        if (r != c->rank) {
+        if (pd->got[r])
+            continue;
+        if (r == c->rank) {
+            if (!atomic_load(&pd->written))
+                continue;
+        } else {
+            if (!wait && !hp_comm_probe(c->comm, r, HP_MSG_CHECKPOINT))
+                continue;
             rc = hp_comm_recv(c->comm, r, HP_MSG_CHECKPOINT, &h, &pn, sizeof(pn), c->wait_ms);
-            if (!rc && (h.minibatch != seq || h.payload_bytes != sizeof(pn))) {
-                hp_error("checkpoint %ld: protocol error: rank %d answered for %" PRId64, seq, r,
-                         h.minibatch);
+            if (!rc && (h.minibatch != pd->seq || h.payload_bytes != sizeof(pn))) {
+                hp_error("checkpoint %ld: protocol error: rank %d answered for %" PRId64, pd->seq,
+                         r, h.minibatch);
                 rc = -HP_EPROTOCOL;
             }
+            if (rc)
+                break;
         }
-        if (!rc && pn.status && bad < 0)
-            bad = r;
-        snprintf(ci.names[r], sizeof(ci.names[r]), "rank-%d.part", r);
-        ci.bytes[r] = pn.bytes;
-        ci.crc[r] = pn.crc;
+        if (pn.status && pd->bad < 0)
+            pd->bad = r;
+        snprintf(pd->ci.names[r], sizeof(pd->ci.names[r]), "rank-%d.part", r);
+        pd->ci.bytes[r] = pn.bytes;
+        pd->ci.crc[r] = pn.crc;
+        pd->got[r] = 1;
+        pd->ngot++;
     }
-    ci.nfiles = p->nranks;
-    if (!rc && bad < 0) {
-        snprintf(ci.names[ci.nfiles], sizeof(ci.names[0]), "plan.ini");
-        if (hp_ckpt_copy_file(c->plan_path, ci.dir, "plan.ini", &ci.bytes[ci.nfiles],
-                              &ci.crc[ci.nfiles]) ||
-            (ci.nfiles++, hp_ckpt_manifest_write(&ci)))
-            bad = c->rank;
-    }
-    if (!rc && bad < 0) {
-        out->nfiles = ci.nfiles;
-        out->bytes = 0;
-        for (int i = 0; i < ci.nfiles; i++)
-            out->bytes += ci.bytes[i];
-        hp_ckpt_prune(c->parent, c->keep);
-        *ok = 1;
-    } else if (!rc) {
-        hp_warn("checkpoint %ld failed (rank %d could not write its part): removed; training goes "
-                "on",
-                seq, bad);
-        hp_ckpt_remove(ci.dir);
-    }
-    hp_ckpt_info_release(&ci);
     return rc;
 }
 
-int hp_ckpt_take(const struct hp_ckpt_job *c, long seq, const struct hp_ckpt_units *u,
+/* The reporter, every note in: the plan, the manifest, pruning; or the checkpoint removed. */
+static void complete(const struct hp_ckpt_job *c, struct hp_ckpt_pending *pd, int *ok,
+                     struct hp_ckpt_written *out)
+{
+    struct hp_ckpt_info *ci = &pd->ci;
+
+    ci->nranks = c->plan->nranks;
+    ci->nfiles = c->plan->nranks;
+    snprintf(ci->dir, sizeof(ci->dir), "%s", pd->dir);
+    if (pd->bad < 0) {
+        snprintf(ci->names[ci->nfiles], sizeof(ci->names[0]), "plan.ini");
+        if (hp_ckpt_copy_file(c->plan_path, ci->dir, "plan.ini", &ci->bytes[ci->nfiles],
+                              &ci->crc[ci->nfiles]) ||
+            (ci->nfiles++, hp_ckpt_manifest_write(ci)))
+            pd->bad = c->rank;
+    }
+    *ok = pd->bad < 0;
+    if (*ok) {
+        out->nfiles = ci->nfiles;
+        out->bytes = 0;
+        for (int i = 0; i < ci->nfiles; i++)
+            out->bytes += ci->bytes[i];
+        hp_ckpt_prune(c->parent, c->keep);
+    } else {
+        hp_warn("checkpoint %ld failed (rank %d could not write rank-%d.part%s): %s removed, "
+                "the checkpoints before it kept; training goes on",
+                pd->seq, pd->bad, pd->bad, pd->bad == c->rank ? " or the manifest" : "", pd->dir);
+        hp_ckpt_remove(pd->dir);
+    }
+    out->seconds = hp_now_s() - pd->t0;
+}
+
+/* The reporter tells every worker the outcome; a worker waits for it. */
+static int outcome(const struct hp_ckpt_job *c, long seq, int *ok)
+{
+    const int rep = hp_plan_stage_rank(c->plan, 0, 0);
+    struct hp_msg_header h = {
+        .type = HP_MSG_CHECKPOINT, .vw = c->v, .stage = c->s, .minibatch = seq, .clock = *ok};
+    int rc = 0;
+
+    if (c->rank == rep) {
+        for (int r = 0; r < hp_plan_first_shard(c->plan) && !rc; r++)
+            if (r != rep)
+                rc = hp_comm_send(c->comm, r, &h, NULL, c->timeout_ms);
+        return rc;
+    }
+    rc = hp_comm_recv(c->comm, rep, HP_MSG_CHECKPOINT, &h, NULL, 0, c->wait_ms);
+    if (!rc && (h.minibatch != seq || h.clock < 0 || h.clock > 1)) {
+        hp_error("vw %d stage %d: protocol error: expected the outcome of checkpoint %ld", c->v,
+                 c->s, seq);
+        rc = -HP_EPROTOCOL;
+    }
+    if (!rc)
+        *ok = (int)h.clock;
+    return rc;
+}
+
+int hp_ckpt_finish(const struct hp_ckpt_job *c, struct hp_ckpt_pending *pd, int wait, int tell,
+                   int *done, int *ok, struct hp_ckpt_written *out)
+{
+    const int rep = hp_plan_stage_rank(c->plan, 0, 0);
+    const long seq = pd->seq;
+    int rc = 0;
+
+    *done = 0;
+    *ok = -1;
+    if (!wait && !atomic_load(&pd->written) && c->rank != rep)
+        return 0;
+    if (wait || atomic_load(&pd->written)) {
+        if (pd->started)
+            pthread_join(pd->thread, NULL);
+        pd->started = 0;
+    }
+    if (c->rank == rep) {
+        rc = collect(c, pd, wait);
+        if (rc || pd->ngot < c->plan->nranks)
+            goto out;
+        complete(c, pd, ok, out);
+    } else if (!pd->note_sent) {
+        const struct hp_msg_header h = {.type = HP_MSG_CHECKPOINT,
+                                        .vw = c->v,
+                                        .stage = c->s,
+                                        .minibatch = seq,
+                                        .clock = -1,
+                                        .payload_bytes = sizeof(pd->note)};
+        rc = hp_comm_send(c->comm, rep, &h, &pd->note, c->timeout_ms);
+        pd->note_sent = 1;
+    }
+    if (!rc && tell)
+        rc = outcome(c, seq, ok);
+    if (!rc) {
+        *done = 1;
+        pending_free(pd);
+    }
+out:
+    if (rc)
+        hp_error("vw %d stage %d: checkpoint %ld: %s", c->v, c->s, seq, hp_strerror(rc));
+    return rc;
+}
+
+int hp_ckpt_take(const struct hp_ckpt_job *c, long seq, struct hp_ckpt_units *u,
                  const struct hp_wsp *wsp, const struct hp_ckpt_info *where, int *ok,
                  struct hp_ckpt_written *out)
 {
-    const int rep = hp_plan_stage_rank(c->plan, 0, 0);
-    const int workers = hp_plan_first_shard(c->plan);
-    struct hp_ckpt_note pn = {0};
-    struct hp_msg_header h = {
-        .type = HP_MSG_CHECKPOINT, .vw = c->v, .stage = c->s, .minibatch = seq, .clock = -1};
-    const double t0 = hp_now_s();
-    char dir[4200];
-    int rc = 0;
+    struct hp_ckpt_pending *pd;
+    int done = 0;
+    int rc = hp_ckpt_start(c, seq, u, wsp, where, &pd);
 
     *ok = 0;
-    if (wsp)
-        rc = hp_ps_checkpoint_mark(c->plan, c->comm, c->v, c->s, seq, c->timeout_ms);
-    if (rc)
-        return rc;
-    if (hp_ckpt_dir(c->parent, seq, dir, sizeof(dir)))
-        pn.status = 1;
-    else
-        pn.status = hp_ckpt_write_units(dir, c->rank, u, wsp, &pn) ? 1 : 0;
-    if (c->rank == rep) {
-        rc = collect(c, seq, where, &pn, ok, out);
-        h.clock = *ok;
-        for (int r = 0; r < workers && !rc; r++)
-            if (r != rep)
-                rc = hp_comm_send(c->comm, r, &h, NULL, c->timeout_ms);
-        out->seconds = hp_now_s() - t0;
-    } else {
-        h.payload_bytes = sizeof(pn);
-        rc = hp_comm_send(c->comm, rep, &h, &pn, c->timeout_ms);
-        if (!rc)
-            rc = hp_comm_recv(c->comm, rep, HP_MSG_CHECKPOINT, &h, NULL, 0, c->wait_ms);
-        if (!rc && (h.minibatch != seq || h.clock < 0 || h.clock > 1)) {
-            hp_error("vw %d stage %d: protocol error: expected the outcome of checkpoint %ld", c->v,
-                     c->s, seq);
-            rc = -HP_EPROTOCOL;
-        }
-        if (!rc)
-            *ok = (int)h.clock;
-    }
-    if (rc)
-        hp_error("vw %d stage %d: checkpoint %ld: %s", c->v, c->s, seq, hp_strerror(rc));
+    if (!rc)
+        rc = hp_ckpt_finish(c, pd, 1, 1, &done, ok, out);
+    if (rc && pd && !done)
+        pending_free(pd);
     return rc;
 }
 

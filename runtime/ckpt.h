@@ -62,18 +62,30 @@ int hp_ckpt_cadence_init(struct hp_ckpt_cadence *c, const char *dir, long every_
 int hp_ckpt_due(const struct hp_ckpt_cadence *c, long nb, long my_mb, double since);
 
 /* A stage's units [u0, u1) of VW vw and their host floats in the stage's layout (net.h:
- * unit after unit): parameters and momentum (the same count), batch-norm statistics. */
+ * unit after unit): parameters and momentum (the same count), batch-norm statistics; and a WSP
+ * worker's client state (has_client: hp_ckpt_units_client). */
 struct hp_ckpt_units {
     const struct hp_model *model;
     int u0, u1, vw;
     float *params, *momentum, *state;
+    int has_client;
+    void *client; /* hp_wsp_save's blob of client_bytes */
+    size_t client_bytes;
+    int64_t unpushed;
 };
 
+/* A copy of the WSP client's state into u (wsp NULL: none), malloc'd. 0 or -HP_ENOMEM. */
+int hp_ckpt_units_client(struct hp_ckpt_units *u, const struct hp_wsp *wsp);
+
+/* Free u's buffers (all malloc'd: a checkpoint's host copies). */
+void hp_ckpt_units_free(struct hp_ckpt_units *u);
+
 /* A worker's part of checkpoint directory dir (rank-RANK.part): per unit its parameters,
- * momentum and statistics, and a WSP worker's state (wsp NULL: none); its size and CRC-32 in
- * *note. 0, or a negative code (logged; the part file is not left behind). */
+ * momentum and statistics, and the client state when u has it; its size and CRC-32 in *note.
+ * 0, or a negative code (logged; the part file is not left behind). Only reads u: a thread may
+ * run it while the worker trains on. */
 int hp_ckpt_write_units(const char *dir, int rank, const struct hp_ckpt_units *u,
-                        const struct hp_wsp *wsp, struct hp_ckpt_note *note);
+                        struct hp_ckpt_note *note);
 
 /* What a job's ranks share to take checkpoints. */
 struct hp_ckpt_job {
@@ -99,13 +111,36 @@ struct hp_ckpt_written {
     double seconds;
 };
 
-/* A worker's part of checkpoint `seq` (made by hp_ckpt_begin on the reporter): its units,
- * its WSP state (wsp NULL: none) after telling the shards; then on the reporter the manifest
- * (`where`: the position and the job's settings, files added here) and the outcome to every
- * worker, elsewhere the outcome from it. *ok: the checkpoint is complete (*out on the
- * reporter). 0, or a negative code when the protocol broke (the job fails); a part that could
- * not be written is not that: *ok = 0 and training goes on. */
-int hp_ckpt_take(const struct hp_ckpt_job *c, long seq, const struct hp_ckpt_units *u,
+/* A worker's checkpoint under way: its part written by a thread of its own from host copies
+ * while the worker trains on (--checkpoint-write background). */
+struct hp_ckpt_pending;
+
+/* Start this worker's part of checkpoint `seq` (made by hp_ckpt_begin on the reporter): tell
+ * its PS shards that its pushes are all sent (wsp: a WSP worker), take u's buffers (host
+ * copies, malloc'd, with the client state: hp_ckpt_units_client; *u is emptied, and freed on
+ * failure too) and write the part in a thread. The reporter keeps `where` (the position and
+ * the job's settings) for the manifest. 0 and *out, or a negative code (logged). */
+int hp_ckpt_start(const struct hp_ckpt_job *c, long seq, struct hp_ckpt_units *u,
+                  const struct hp_wsp *wsp, const struct hp_ckpt_info *where,
+                  struct hp_ckpt_pending **out);
+
+/* Finish checkpoint pd: with wait, wait for its part and (the reporter) every rank's and
+ * shard's note; without, only look (a probe: nothing waits) and finish if all is there. A
+ * worker sends its note to the reporter once its part is written; the reporter, every note
+ * in, copies the plan, writes the manifest and prunes, or removes the checkpoint when a part
+ * failed (naming it; the checkpoints before it stay). tell (the same on every worker): the
+ * reporter then says the outcome to every worker, which waits for it. *done = 1 when pd is
+ * finished (and freed); then *ok is 1 or 0 on the reporter, and with tell everywhere (else
+ * -1), and the reporter's *out says what was written. 0, or a negative code when the protocol
+ * broke (the job fails); a part not written is not that. */
+int hp_ckpt_finish(const struct hp_ckpt_job *c, struct hp_ckpt_pending *pd, int wait, int tell,
+                   int *done, int *ok, struct hp_ckpt_written *out);
+
+/* A checkpoint left unfinished (the job failed): its thread joined, its memory freed. */
+void hp_ckpt_abandon(struct hp_ckpt_pending *pd);
+
+/* Start and finish with wait and tell: the whole checkpoint before training goes on. */
+int hp_ckpt_take(const struct hp_ckpt_job *c, long seq, struct hp_ckpt_units *u,
                  const struct hp_wsp *wsp, const struct hp_ckpt_info *where, int *ok,
                  struct hp_ckpt_written *out);
 

@@ -375,6 +375,9 @@ int main(int argc, char **argv)
     if (r.o.threads)
         hp_backend_cpu_set_threads((int)r.o.threads);
     hp_ckpt_signals(r.o.checkpoint_dir);
+    /* a file-size limit (ulimit -f) fails the write that passes it, naming the file, instead
+     * of killing the rank */
+    signal(SIGXFSZ, SIG_IGN);
     /* started by hetpipe run --local: die with the launcher, also when stopped (SIGKILL) */
     if (r.o.given[HP_OPT_PARENT]) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);

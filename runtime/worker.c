@@ -65,6 +65,8 @@ struct worker {
     struct hp_pause pause;
     struct hp_ckpt_cadence cadence;
     struct hp_ckpt_job ck;
+    struct hp_ckpt_pending *pending; /* a checkpoint being written in the background */
+    struct hp_ckpt_info pending_at;  /* where it was taken (the reporter's report) */
     struct hp_ckpt_resume from; /* where this run starts */
     /* the run */
     long ek;          /* VW 0 evaluates every ek of its minibatches (0: at epochs' ends) */
@@ -293,6 +295,8 @@ static int update(struct worker *w, const struct hp_pass *p, long q, long step)
 
 /* ---- the loop ---- */
 
+static int ckpt_finish(struct worker *w, int wait, int tell, unsigned flags);
+
 /* Stage 0 with checkpoints on, before the forward pass of the VW's minibatch q: whether the
  * span ends at q (a pause, pause.h: a request, or a checkpoint due in time). */
 static int pause_here(struct worker *w, long q, int *end)
@@ -332,7 +336,9 @@ static int train_span(struct worker *w, int epoch, long from, long to, long *end
         const long m = p.j * w->nvws + w->v; /* the job's minibatch of the epoch's order */
         const long step = w->dp ? epoch_base + p.j : step_base + m; /* dp: train's at R x B */
         if (p.kind == HP_PASS_FORWARD) {
-            rc = pause_here(w, q, &here);
+            rc = ckpt_finish(w, 0, 0, 0); /* one written in the background: done yet? */
+            if (!rc)
+                rc = pause_here(w, q, &here);
             if (!rc && here) {
                 rc = end_span(w, &sched, &p);
                 continue;
@@ -410,35 +416,40 @@ static int evaluate(struct worker *w, int epoch, long nb, long step, double trai
     return 0;
 }
 
-/* The stage's units for a checkpoint, in host buffers: the parameters in wt.host, momentum
- * and statistics in buffers allocated here (free them, also after a failure). */
-static int units_alloc(struct worker *w, struct hp_ckpt_units *u)
+/* The stage's units for a checkpoint, in host buffers allocated here: parameters (in
+ * wt.host for a resume), momentum and statistics (free them, also after a failure). */
+static int units_alloc(struct worker *w, struct hp_ckpt_units *u, int own_params)
 {
-    const size_t ns = hp_net_nstate(w->net);
+    const size_t ns = hp_net_nstate(w->net), np = w->wt.n ? w->wt.n : 1;
 
     *u = (struct hp_ckpt_units){.model = w->model,
                                 .u0 = w->st->u0,
                                 .u1 = w->st->u1,
                                 .vw = w->v,
-                                .params = w->wt.host,
-                                .momentum = malloc((w->wt.n ? w->wt.n : 1) * sizeof(float)),
+                                .params = own_params ? malloc(np * sizeof(float)) : w->wt.host,
+                                .momentum = malloc(np * sizeof(float)),
                                 .state = malloc((ns ? ns : 1) * sizeof(float))};
-    return u->momentum && u->state ? 0 : -HP_ENOMEM;
+    return u->params && u->momentum && u->state ? 0 : -HP_ENOMEM;
 }
 
-/* units_alloc, and the stage's parameters, momentum and statistics copied in. */
+/* The stage's state copied to host memory for a checkpoint: parameters, momentum, statistics
+ * and the WSP client's state, in buffers of its own (hp_ckpt_units_free). */
 static int units_download(struct worker *w, struct hp_ckpt_units *u)
 {
     const size_t ns = hp_net_nstate(w->net);
-    int rc = units_alloc(w, u);
+    int rc = units_alloc(w, u, 1);
 
     if (!rc)
         rc = hp_weights_download(&w->wt);
+    if (!rc && w->wt.n)
+        memcpy(u->params, w->wt.host, w->wt.n * sizeof(float));
     if (!rc && w->wt.n)
         rc = w->be->ops->download(w->be, u->momentum, hp_net_momentum(w->net),
                                   w->wt.n * sizeof(float));
     if (!rc && ns)
         rc = w->be->ops->download(w->be, u->state, hp_net_state(w->net), ns * sizeof(float));
+    if (!rc)
+        rc = hp_ckpt_units_client(u, w->wsp);
     return rc;
 }
 
@@ -456,54 +467,79 @@ static int units_upload(struct worker *w, const struct hp_ckpt_units *u)
     return rc;
 }
 
+/* Finish the checkpoint under way, if any (hp_ckpt_finish: wait, or only look; tell: every
+ * worker learns the outcome). Done: the reporter reports it; a requested one (flags) that
+ * failed stops the job with an error, and one that worked stops it (w->stopped). */
+static int ckpt_finish(struct worker *w, int wait, int tell, unsigned flags)
+{
+    struct hp_ckpt_written out = {0};
+    const struct hp_ckpt_info *at = &w->pending_at;
+    int done = 0, ok = 0, rc;
+
+    if (!w->pending)
+        return 0;
+    rc = hp_ckpt_finish(&w->ck, w->pending, wait, tell, &done, &ok, &out);
+    if (!done)
+        return rc;
+    w->pending = NULL;
+    if (ok == 1 && w->reporter)
+        hp_report_checkpoint(w->rep, at->seq, at->dir, at->epoch, at->minibatch, at->samples,
+                             out.nfiles, out.bytes / 1e6, out.seconds);
+    w->stopped = ok == 1 && (flags & HP_VERDICT_REQUEST);
+    if (!rc && ok != 1 && (flags & HP_VERDICT_REQUEST)) {
+        hp_error("stopping on request, but checkpoint %ld could not be written", at->seq);
+        rc = -HP_EIO;
+    }
+    return rc;
+}
+
 /* Checkpoint `seq` at the job point after nb of epoch's minibatches (nb < 0: its end): every
- * rank its part, the reporter the manifest (ckpt.h). A requested one that fails stops the job
- * with an error; another failing leaves training going. */
+ * rank copies its state to host memory and writes its part in the background
+ * (--checkpoint-write background: training goes on; the one before it is finished first), or
+ * waits for the whole checkpoint (wait, and always when it stops the job: flags). The
+ * reporter writes the manifest once every part is in (ckpt.h). */
 static int checkpoint(struct worker *w, long seq, unsigned flags, int epoch, long nb)
 {
     const long ep = nb < 0 ? epoch + 1 : epoch, mb = nb < 0 ? 0 : nb;
-    struct hp_ckpt_info where = {.nunits = w->model->nunits,
-                                 .model_sig = hp_ckpt_model_sig(w->model),
-                                 .seed = (uint64_t)w->plan->opts.seed,
-                                 .batch = w->batch,
-                                 .ntrain = w->n.ntrain,
-                                 .epochs = w->o->epochs,
-                                 .epoch = ep,
-                                 .minibatch = mb,
-                                 .nvws = w->nvws,
-                                 .nranks = w->plan->nranks,
-                                 .samples = (ep * w->n.my_mb + mb) * w->nvws * w->batch,
-                                 .lr = w->o->lr,
-                                 .momentum = w->o->momentum,
-                                 .weight_decay = w->o->weight_decay};
-    struct hp_ckpt_written out = {0};
-    struct hp_ckpt_units u;
+    const int wait =
+        (flags & HP_VERDICT_REQUEST) || w->o->checkpoint_write == HP_CKPT_WRITE_WAIT;
+    struct hp_ckpt_info *where = &w->pending_at;
+    struct hp_ckpt_units u = {0};
     const double t0 = hp_now_s();
-    int ok = 0, rc;
+    int rc = ckpt_finish(w, 1, 0, 0);
 
-    hp_ckpt_dir(w->o->checkpoint_dir, seq, where.dir, sizeof(where.dir));
-    snprintf(where.model, sizeof(where.model), "%s", w->model->name);
-    snprintf(where.reason, sizeof(where.reason), "%s", hp_ckpt_requested ? "request" : "interval");
-    snprintf(where.schedule, sizeof(where.schedule), "%s",
+    *where = (struct hp_ckpt_info){.nunits = w->model->nunits,
+                                   .model_sig = hp_ckpt_model_sig(w->model),
+                                   .seed = (uint64_t)w->plan->opts.seed,
+                                   .batch = w->batch,
+                                   .ntrain = w->n.ntrain,
+                                   .epochs = w->o->epochs,
+                                   .epoch = ep,
+                                   .minibatch = mb,
+                                   .nvws = w->nvws,
+                                   .nranks = w->plan->nranks,
+                                   .samples = (ep * w->n.my_mb + mb) * w->nvws * w->batch,
+                                   .lr = w->o->lr,
+                                   .momentum = w->o->momentum,
+                                   .weight_decay = w->o->weight_decay,
+                                   .seq = seq};
+    hp_ckpt_dir(w->o->checkpoint_dir, seq, where->dir, sizeof(where->dir));
+    snprintf(where->model, sizeof(where->model), "%s", w->model->name);
+    snprintf(where->reason, sizeof(where->reason), "%s", hp_ckpt_requested ? "request" : "interval");
+    snprintf(where->schedule, sizeof(where->schedule), "%s",
              hp_opt_word(HP_OPT_SCHEDULE, w->o->schedule));
-    rc = units_download(w, &u);
     if (!rc)
-        rc = hp_ckpt_take(&w->ck, seq, &u, w->wsp, &where, &ok, &out);
-    free(u.momentum);
-    free(u.state);
-    hp_tl_add(w->tl, HP_TL_CKPT, t0, hp_now_s(), -1, -1, 0, seq);
+        rc = units_download(w, &u);
+    if (!rc)
+        rc = hp_ckpt_start(&w->ck, seq, &u, w->wsp, where, &w->pending);
+    hp_ckpt_units_free(&u);
     if (!rc)
         w->seq = seq;
     if (w->reporter)
         w->last_ckpt_t = hp_now_s();
-    if (ok)
-        hp_report_checkpoint(w->rep, seq, where.dir, ep, mb, where.samples, out.nfiles,
-                             out.bytes / 1e6, out.seconds);
-    w->stopped = ok && (flags & HP_VERDICT_REQUEST);
-    if (!rc && !ok && (flags & HP_VERDICT_REQUEST)) {
-        hp_error("stopping on request, but checkpoint %ld could not be written", seq);
-        rc = -HP_EIO;
-    }
+    if (!rc && wait)
+        rc = ckpt_finish(w, 1, 1, flags);
+    hp_tl_add(w->tl, HP_TL_CKPT, t0, hp_now_s(), -1, -1, 0, seq);
     return rc;
 }
 
@@ -536,7 +572,10 @@ static int job_point(struct worker *w, int epoch, long nb, int last, int evaluat
     int req = hp_ckpt_requested != 0;
     unsigned flags = 0;
     long seq = 0;
-    int rc = hp_jp_arrive(&w->jp, w->npoints, &t_all, &req);
+    int rc = ckpt_finish(w, 1, 0, 0); /* the last checkpoint complete before the next point */
+
+    if (!rc)
+        rc = hp_jp_arrive(&w->jp, w->npoints, &t_all, &req);
     const double job_s = t_all - w->clock.t_start - w->clock.paused_s;
 
     hp_pause_passed(&w->pause, w->q_base + (nb < 0 ? w->n.my_mb : nb));
@@ -712,7 +751,7 @@ static int sync_setup(struct worker *w)
         rc = hp_ckpt_resume_open(dir, w->db, w->model, w->plan, w->n.my_mb, w->o->epochs, &src,
                                  &w->from);
         if (!rc)
-            rc = units_alloc(w, &u);
+            rc = units_alloc(w, &u, 0);
         if (!rc)
             rc = hp_ckpt_load_units(&src, &w->from, w->rank, &u);
         if (!rc)
@@ -907,6 +946,7 @@ static int results(struct worker *w, double t_train)
 
 static void teardown(struct worker *w)
 {
+    hp_ckpt_abandon(w->pending);
     hp_tl_destroy(w->tl);
     hp_wsp_destroy(w->comm, w->wsp);
     hp_dp_destroy(w->comm, w->dp_sync);

@@ -398,7 +398,7 @@ static void write_job_ckpt(struct job *a, const char *parent, char *dir, size_t 
         if (hp_plan_rank_stage(&a->p, r, &v, &s) == 0) {
             const struct hp_stage_plan *st = &a->p.vws[v].stages[s];
             struct hp_ckpt_units u = units_of(a->m, st->u0, st->u1, v, 1);
-            ck_assert_int_eq(hp_ckpt_write_units(dir, r, &u, NULL, &note), 0);
+            ck_assert_int_eq(hp_ckpt_write_units(dir, r, &u, &note), 0);
             units_free(&u);
         } else {
             struct hp_ps_store *store;
