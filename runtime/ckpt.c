@@ -124,12 +124,86 @@ void hp_ckpt_units_free(struct hp_ckpt_units *u)
     u->client = NULL;
 }
 
+/* A PS shard's units copied: the units it holds (units[n]), and for each its global weights
+ * (one after another in gw) and every VW's clock of it (nvws each in clk). */
+struct shard_copy {
+    int n, *units;
+    float *gw;
+    int64_t *clk;
+};
+
+static void shard_copy_free(struct shard_copy *sc)
+{
+    free(sc->units);
+    free(sc->gw);
+    free(sc->clk);
+    *sc = (struct shard_copy){0};
+}
+
+static int shard_copy(const struct hp_plan *p, const struct hp_model *model,
+                      struct hp_ps_store *st, struct shard_copy *sc)
+{
+    size_t floats = 0, f = 0;
+
+    *sc = (struct shard_copy){0};
+    for (int u = 0; u < p->nunits; u++)
+        if (hp_ps_store_holds(st, u)) {
+            sc->n++;
+            floats += model->units[u].nparams;
+        }
+    sc->units = malloc(((size_t)sc->n + 1) * sizeof(int));
+    sc->gw = malloc((floats + 1) * sizeof(float));
+    sc->clk = malloc(((size_t)sc->n * (size_t)p->nvws + 1) * sizeof(int64_t));
+    if (!sc->units || !sc->gw || !sc->clk) {
+        shard_copy_free(sc);
+        hp_error("cannot copy a PS shard's weights for a checkpoint: out of memory");
+        return -HP_ENOMEM;
+    }
+    for (int u = 0, i = 0; u < p->nunits; u++) {
+        if (!hp_ps_store_holds(st, u))
+            continue;
+        sc->units[i] = u;
+        memcpy(sc->gw + f, hp_ps_store_unit(st, u), model->units[u].nparams * sizeof(float));
+        f += model->units[u].nparams;
+        for (int x = 0; x < p->nvws; x++)
+            sc->clk[(size_t)i * (size_t)p->nvws + (size_t)x] = *hp_ps_store_clock(st, x, u);
+        i++;
+    }
+    return 0;
+}
+
+static int write_shard_copy(const char *dir, int rank, const struct hp_plan *p,
+                            const struct hp_model *model, const struct shard_copy *sc,
+                            struct hp_ckpt_note *note)
+{
+    struct hp_ckpt_writer *w = NULL;
+    size_t f = 0;
+    int rc = hp_ckpt_part_create(dir, rank, &w);
+
+    for (int i = 0; i < sc->n && !rc; i++) {
+        const int u = sc->units[i];
+        rc = hp_ckpt_part_add(w, HP_CK_GLOBAL, u, -1, sc->gw + f,
+                              model->units[u].nparams * sizeof(float));
+        f += model->units[u].nparams;
+        if (!rc)
+            rc = hp_ckpt_part_add(w, HP_CK_CLOCKS, u, -1, sc->clk + (size_t)i * (size_t)p->nvws,
+                                  (size_t)p->nvws * sizeof(int64_t));
+    }
+    if (rc) {
+        hp_ckpt_part_abort(w);
+        return rc;
+    }
+    return hp_ckpt_part_close(w, &note->bytes, &note->crc);
+}
+
 /* A checkpoint of this rank under way: its part written by a thread of its own. */
 struct hp_ckpt_pending {
     long seq;
     int rank;
     char dir[4096];
-    struct hp_ckpt_units u; /* owned host copies */
+    struct hp_ckpt_units u; /* owned host copies: a worker's */
+    struct shard_copy sc;   /* a PS shard's */
+    const struct hp_ckpt_job *job;
     struct hp_ckpt_note note;
     pthread_t thread;
     int started;
@@ -144,8 +218,13 @@ struct hp_ckpt_pending {
 static void *write_part(void *arg)
 {
     struct hp_ckpt_pending *pd = arg;
+    const struct hp_ckpt_job *c = pd->job;
 
-    pd->note.status = hp_ckpt_write_units(pd->dir, pd->rank, &pd->u, &pd->note) ? 1 : 0;
+    if (c->s < 0)
+        pd->note.status =
+            write_shard_copy(pd->dir, pd->rank, c->plan, c->model, &pd->sc, &pd->note) ? 1 : 0;
+    else
+        pd->note.status = hp_ckpt_write_units(pd->dir, pd->rank, &pd->u, &pd->note) ? 1 : 0;
     atomic_store(&pd->written, 1);
     return NULL;
 }
@@ -157,6 +236,7 @@ static void pending_free(struct hp_ckpt_pending *pd)
     if (pd->started)
         pthread_join(pd->thread, NULL);
     hp_ckpt_units_free(&pd->u);
+    shard_copy_free(&pd->sc);
     hp_ckpt_info_release(&pd->ci);
     free(pd->got);
     free(pd);
@@ -181,6 +261,7 @@ int hp_ckpt_start(const struct hp_ckpt_job *c, long seq, struct hp_ckpt_units *u
         *u = (struct hp_ckpt_units){0};
         pd->seq = seq;
         pd->rank = c->rank;
+        pd->job = c;
         pd->t0 = hp_now_s();
         pd->ci = *where;
         pd->ci.names = NULL;
@@ -378,44 +459,43 @@ int hp_ckpt_write_shard(const char *dir, int rank, const struct hp_plan *p,
                         const struct hp_model *model, struct hp_ps_store *st,
                         struct hp_ckpt_note *note)
 {
-    struct hp_ckpt_writer *w = NULL;
-    int64_t *clk = malloc((size_t)p->nvws * sizeof(int64_t));
-    int rc = clk ? hp_ckpt_part_create(dir, rank, &w) : -HP_ENOMEM;
-
-    for (int u = 0; u < p->nunits && !rc; u++) {
-        if (!hp_ps_store_holds(st, u))
-            continue;
-        for (int x = 0; x < p->nvws; x++)
-            clk[x] = *hp_ps_store_clock(st, x, u);
-        rc = hp_ckpt_part_add(w, HP_CK_GLOBAL, u, -1, hp_ps_store_unit(st, u),
-                              model->units[u].nparams * sizeof(float));
-        if (!rc)
-            rc = hp_ckpt_part_add(w, HP_CK_CLOCKS, u, -1, clk, (size_t)p->nvws * sizeof(int64_t));
-    }
-    free(clk);
-    if (rc) {
-        hp_ckpt_part_abort(w);
-        return rc;
-    }
-    return hp_ckpt_part_close(w, &note->bytes, &note->crc);
-}
-
-int hp_ckpt_take_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store *st)
-{
-    struct hp_ckpt_note pn = {0};
-    char dir[4200];
-    int rc = hp_ckpt_dir(c->parent ? c->parent : ".", seq, dir, sizeof(dir));
+    struct shard_copy sc;
+    int rc = shard_copy(p, model, st, &sc);
 
     if (!rc)
-        rc = hp_ckpt_write_shard(dir, c->rank, c->plan, c->model, st, &pn);
-    pn.status = rc != 0;
-    const struct hp_msg_header h = {.type = HP_MSG_CHECKPOINT,
-                                    .vw = -1,
-                                    .stage = -1,
-                                    .minibatch = seq,
-                                    .clock = -1,
-                                    .payload_bytes = sizeof(pn)};
-    return hp_comm_send(c->comm, hp_plan_stage_rank(c->plan, 0, 0), &h, &pn, c->timeout_ms);
+        rc = write_shard_copy(dir, rank, p, model, &sc, note);
+    shard_copy_free(&sc);
+    return rc;
+}
+
+int hp_ckpt_start_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store *st,
+                        struct hp_ckpt_pending **out)
+{
+    struct hp_ckpt_pending *pd = calloc(1, sizeof(*pd));
+    int rc = pd ? shard_copy(c->plan, c->model, st, &pd->sc) : -HP_ENOMEM;
+
+    *out = NULL;
+    if (rc) {
+        free(pd);
+        return rc;
+    }
+    pd->seq = seq;
+    pd->rank = c->rank;
+    pd->job = c;
+    pd->t0 = hp_now_s();
+    if (hp_ckpt_dir(c->parent ? c->parent : ".", seq, pd->dir, sizeof(pd->dir))) {
+        pd->note.status = 1;
+        atomic_store(&pd->written, 1);
+    } else if (pthread_create(&pd->thread, NULL, write_part, pd) != 0) {
+        pd->note.status = 1;
+        atomic_store(&pd->written, 1);
+        hp_warn("PS shard rank %d: checkpoint %ld: cannot start the thread that writes its part",
+                c->rank, seq);
+    } else {
+        pd->started = 1;
+    }
+    *out = pd;
+    return 0;
 }
 
 /* ---- loading ---- */

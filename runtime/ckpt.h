@@ -150,9 +150,12 @@ int hp_ckpt_write_shard(const char *dir, int rank, const struct hp_plan *p,
                         const struct hp_model *model, struct hp_ps_store *st,
                         struct hp_ckpt_note *note);
 
-/* A PS shard's part of checkpoint `seq` (hp_ckpt_write_shard) and the note to the reporter.
- * 0 or a negative code. */
-int hp_ckpt_take_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store *st);
+/* A PS shard's part of checkpoint `seq`: its units copied (global weights and clocks) and
+ * written by a thread while it serves on; finish it with hp_ckpt_finish (no tell), which sends
+ * the note to the reporter. 0 and *out (a part that cannot be written is a failed note), or
+ * -HP_ENOMEM. */
+int hp_ckpt_start_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_store *st,
+                        struct hp_ckpt_pending **out);
 
 /* Where a resumed run starts. */
 struct hp_ckpt_resume {

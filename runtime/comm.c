@@ -851,10 +851,11 @@ int hp_comm_probe(struct hp_comm *comm, int peer, int type)
 {
     ucp_tag_recv_info_t info;
     const ucp_tag_t tag = (peer == HP_COMM_ANY_PEER ? 0 : (ucp_tag_t)peer << 32) | (ucp_tag_t)type;
-    const ucp_tag_t mask = peer == HP_COMM_ANY_PEER ? TAG_MASK_TYPE : TAG_MASK_ALL;
+    const ucp_tag_t mask = (peer == HP_COMM_ANY_PEER ? TAG_MASK_TYPE : TAG_MASK_ALL) &
+                           (type == HP_MSG_ANY_TYPE ? ~TAG_MASK_TYPE : TAG_MASK_ALL);
 
-    if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks || type < HP_MSG_ACTIVATION ||
-        type > HP_MSG_TYPE_LAST)
+    if (peer < HP_COMM_ANY_PEER || peer >= comm->nranks ||
+        (type < HP_MSG_ACTIVATION && type != HP_MSG_ANY_TYPE) || type > HP_MSG_TYPE_LAST)
         return 0;
     while (ucp_worker_progress(comm->worker) != 0)
         ;

@@ -125,8 +125,9 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
  * order they arrive (from one sender: the order it sent them), and fails with -HP_EIO as
  * soon as any connected peer fails, except a retired one. */
 
-/* Whether a message of `type` from `peer` (or HP_COMM_ANY_PEER) has arrived, without taking
- * it (hp_comm_recv does): the worker makes progress once. 1 or 0; never waits, logs nothing. */
+/* Whether a message of `type` (or HP_MSG_ANY_TYPE) from `peer` (or HP_COMM_ANY_PEER) has
+ * arrived, without taking it (hp_comm_recv does): the worker makes progress once. 1 or 0;
+ * never waits, logs nothing. */
 int hp_comm_probe(struct hp_comm *comm, int peer, int type);
 
 /* A peer on this host that has been stopped (SIGSTOP) for `ms` fails like one that exited

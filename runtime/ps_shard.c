@@ -13,8 +13,10 @@
 #include "timeline.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One worker stage that has units on this shard. */
 struct client {
@@ -43,6 +45,7 @@ struct shard {
     int marks; /* workers whose pushes for checkpoint `mark_seq` are all here */
     long mark_seq;
     struct hp_ckpt_job ck;
+    struct hp_ckpt_pending *ckpt; /* its part being written in the background */
 };
 
 static int serve(struct shard *sh, struct client *c)
@@ -285,8 +288,41 @@ static int stalled_push(struct shard *sh, const struct hp_cluster *cl, const str
 
 /* ---- checkpoints ---- */
 
+/* The part being written: once written (with wait: wait for it), its note to the reporter. */
+static int ckpt_finish(struct shard *sh, int wait)
+{
+    struct hp_ckpt_written out;
+    int done = 0, ok = 0, rc;
+
+    if (!sh->ckpt)
+        return 0;
+    rc = hp_ckpt_finish(&sh->ck, sh->ckpt, wait, 0, &done, &ok, &out);
+    if (done)
+        sh->ckpt = NULL;
+    return rc;
+}
+
+/* While a part is being written: until a message comes, the part is done (its note sent) or
+ * the loop's wait is over, looking every millisecond. */
+static int ckpt_until_message(struct shard *sh)
+{
+    const int wait = recv_wait(sh); /* < 0: none (a shard that serves nobody) */
+    const double until = wait < 0 ? HUGE_VAL : hp_now_s() + wait / 1000.0;
+    const struct timespec ms = {0, 1000000};
+    int rc = 0;
+
+    while (!rc && sh->ckpt && !hp_comm_probe(sh->comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE) &&
+           hp_now_s() < until) {
+        rc = ckpt_finish(sh, 0);
+        if (!rc && sh->ckpt)
+            nanosleep(&ms, NULL);
+    }
+    return rc;
+}
+
 /* A worker's pushes before checkpoint `seq` are all here; once every worker's are, this
- * shard's part is written (ckpt.h). */
+ * shard's units are copied and its part written in the background while it serves on (the
+ * one before finished first; ckpt.h). */
 static int on_mark(struct shard *sh, const struct hp_msg_header *h)
 {
     if (h->minibatch < 1 || (sh->marks > 0 && h->minibatch != sh->mark_seq)) {
@@ -299,7 +335,8 @@ static int on_mark(struct shard *sh, const struct hp_msg_header *h)
     if (++sh->marks < hp_plan_first_shard(sh->plan))
         return 0;
     sh->marks = 0;
-    return hp_ckpt_take_shard(&sh->ck, sh->mark_seq, sh->store);
+    int rc = ckpt_finish(sh, 1);
+    return rc ? rc : hp_ckpt_start_shard(&sh->ck, sh->mark_seq, sh->store, &sh->ckpt);
 }
 
 /* --timeline: a recorder for a push and a pull answer per wave of every client. */
@@ -368,6 +405,9 @@ static int serve_loop(struct shard *sh, const struct hp_cluster *cl, const struc
 
     for (int left = workers; left > 0 && !rc;) {
         struct hp_msg_header h;
+        rc = ckpt_until_message(sh);
+        if (rc)
+            break;
         rc = hp_comm_recv(sh->comm, HP_COMM_ANY_PEER, HP_MSG_ANY_TYPE, &h, in, cap, recv_wait(sh));
         if (rc == -HP_ETIMEOUT && stalled_push(sh, cl, db))
             break;
@@ -395,6 +435,9 @@ static int serve_loop(struct shard *sh, const struct hp_cluster *cl, const struc
 /* The end: --save-params, the trace and the timeline written, everything freed. */
 static int shard_end(struct shard *sh, const struct hp_options *o, int rc)
 {
+    if (!rc)
+        rc = ckpt_finish(sh, 1);
+    hp_ckpt_abandon(sh->ckpt);
     if (!rc && o->save_params) {
         char path[4096];
         snprintf(path, sizeof(path), "%s.%d", o->save_params, sh->rank);
