@@ -42,14 +42,16 @@ START_TEST(table_names_and_env)
                                         "recompute",       "model",
                                         "batch",           "epochs",
                                         "checkpoint-dir",  "checkpoint-every",
-                                        "checkpoint-keep", "resume",
+                                        "checkpoint-keep", "checkpoint-write",
+                                        "resume",
                                         "timeline",        "dry-run"};
     static const char *const envs[] = {"HETPIPE_POLICY",          "HETPIPE_PLACEMENT",
                                        "HETPIPE_STALENESS",       "HETPIPE_NM",
                                        "HETPIPE_RECOMPUTE",       "HETPIPE_MODEL",
                                        "HETPIPE_BATCH",           "HETPIPE_EPOCHS",
                                        "HETPIPE_CHECKPOINT_DIR",  "HETPIPE_CHECKPOINT_EVERY",
-                                       "HETPIPE_CHECKPOINT_KEEP", "HETPIPE_RESUME",
+                                       "HETPIPE_CHECKPOINT_KEEP", "HETPIPE_CHECKPOINT_WRITE",
+                                       "HETPIPE_RESUME",
                                        "HETPIPE_TIMELINE",        "HETPIPE_DRY_RUN"};
     size_t njob = 0;
 
