@@ -172,3 +172,32 @@ rank_on() {
         echo "$output" | grep -q "missing required key '$key'"
     done
 }
+
+@test "input files: a FIFO as cluster, config, model, plan or data file is named, never waited on" {
+    mkfifo "$TMP/fifo"
+    for args in "plan --cluster $TMP/fifo" "plan --cluster local4 --config $TMP/fifo" \
+        "plan --cluster local4 --model $TMP/fifo" "model --model $TMP/fifo"; do
+        run timeout 20 "$HETPIPE" $args
+        echo "$output"
+        [ "$status" -ne 124 ]
+        [ "$status" -ne 0 ]
+        echo "$output" | grep -qF "'$TMP/fifo': it is a FIFO, not a regular file"
+    done
+    rank_on "$TMP/fifo"
+    echo "$output" | grep -qF "'$TMP/fifo': it is a FIFO, not a regular file"
+    mkdir "$TMP/data"
+    mkfifo "$TMP/data/train-images-idx3-ubyte.gz"
+    run timeout 20 "$HETPIPE" train --data "$TMP/data" --epochs 1 --train-limit 64
+    echo "$output"
+    [ "$status" -ne 124 ]
+    echo "$output" | grep -q "train-images-idx3-ubyte.gz': it is a FIFO, not a regular file"
+}
+
+@test "input files: control characters from a file reach the terminal escaped" {
+    printf '[cluster]\nname = x\n\033]0;owned\007\033[2Jkey = 1\n' > "$TMP/c.ini"
+    run "$HETPIPE" plan --cluster "$TMP/c.ini"
+    [ "$status" -ne 0 ]
+    echo "$output" | cat -v
+    [[ "$output" != *$'\033'* && "$output" != *$'\007'* ]]
+    echo "$output" | grep -qF "unknown key '\\x1b]0;owned\\x07\\x1b[2jkey'" # iniparser lowers keys
+}
