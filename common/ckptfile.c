@@ -89,6 +89,28 @@ int hp_ckpt_compatible(const struct hp_ckpt_info *ci, const struct hp_model *m, 
     return -HP_EDATA;
 }
 
+int hp_ckpt_same_data(const struct hp_ckpt_info *ci, long ntrain, long epochs, int cosine,
+                      char *why, size_t n)
+{
+    if (ci->ntrain != ntrain) {
+        snprintf(why, n,
+                 "it was taken in a job of %ld training samples; this job has %ld (--train-limit): "
+                 "the data order and the position in it would not be the checkpoint's; resume "
+                 "with --train-limit %ld",
+                 ci->ntrain, ntrain, ci->ntrain);
+        return -HP_EDATA;
+    }
+    if (cosine && ci->epochs != epochs) {
+        snprintf(why, n,
+                 "it was taken in a job of --epochs %ld; this job has --epochs %ld: the cosine "
+                 "schedule's learning rate follows this job's total steps, so it goes on from "
+                 "another value than the checkpoint's",
+                 ci->epochs, epochs);
+        return 1;
+    }
+    return 0;
+}
+
 int hp_ckpt_dir(const char *parent, long seq, char *out, size_t n)
 {
     const int w = snprintf(out, n, "%s/ckpt-%ld", parent, seq);
@@ -521,6 +543,13 @@ static int manifest_parse(struct hp_ckpt_info *ci, char *text, size_t len, char 
     }
     if (!ci->seq || !ci->nunits || !ci->nvws || !ci->nranks || !ci->model[0] || !ci->batch)
         return WHY("a required key is missing");
+    /* the position: within an epoch of ntrain / batch / vws minibatches (its end included) */
+    const long per_vw = ci->ntrain / ci->batch / ci->nvws;
+    if (ci->ntrain > 0 && (ci->minibatch > per_vw || (ci->epochs && ci->epoch > ci->epochs)))
+        return WHY("its position (epoch %ld, minibatch %ld) is past the end of %s (%ld samples "
+                   "at batch %ld over %d VWs: %ld minibatches per VW and epoch, %ld epochs)",
+                   ci->epoch + 1, ci->minibatch, ci->minibatch > per_vw ? "an epoch" : "the job",
+                   ci->ntrain, ci->batch, ci->nvws, per_vw, ci->epochs);
     return 0;
 }
 

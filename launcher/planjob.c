@@ -2,7 +2,9 @@
 #include "planjob.h"
 
 #include "ckptfile.h"
+#include "ckptlock.h"
 #include "error.h"
+#include "feed.h"
 #include "log.h"
 #include "paths.h"
 #include "planfile.h"
@@ -221,7 +223,7 @@ int hp_job_check_checkpoints(const struct hp_options *o, const char *cmd)
 int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n)
 {
     struct hp_ckpt_info ci;
-    char why[512];
+    char why[1200];
 
     if (hp_job_check_checkpoints(o, cmd))
         return -HP_EINVAL;
@@ -231,6 +233,12 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
             return -HP_EINVAL;
         }
         o->checkpoint_dir = job->ckpt_dir;
+        /* not a file, not another running job's (the reporter rank takes the lock) */
+        const int rc = hp_ckpt_parent_check(o->checkpoint_dir, why, sizeof(why));
+        if (rc) {
+            hp_error("%s: option '--checkpoint-dir': %s: %s", cmd, o->checkpoint_dir, why);
+            return rc;
+        }
     }
     if (o->resume.automatic) {
         const int rc = hp_ckpt_latest(o->checkpoint_dir, &ci);
@@ -257,6 +265,20 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         hp_ckpt_info_release(&ci);
         return -HP_EDATA;
     }
+    struct hp_feed_counts fc;
+    const int same = hp_feed_counts(o->train_limit, o->test_limit, (int)p->opts.batch, 1, &fc)
+                         ? 0
+                         : hp_ckpt_same_data(&ci, fc.ntrain, o->epochs,
+                                             !strcmp(hp_opt_word(HP_OPT_SCHEDULE, o->schedule),
+                                                     "cosine"),
+                                             why, sizeof(why));
+    if (same < 0) {
+        hp_error("%s: option '--resume': %s: %s", cmd, ci.dir, why);
+        hp_ckpt_info_release(&ci);
+        return -HP_EDATA;
+    }
+    if (same > 0)
+        hp_warn("%s: option '--resume': %s: %s", cmd, ci.dir, why);
     if (ci.lr != o->lr || ci.momentum != o->momentum || ci.weight_decay != o->weight_decay ||
         strcmp(ci.schedule, hp_opt_word(HP_OPT_SCHEDULE, o->schedule)))
         hp_warn("%s: %s was taken with --lr %g --momentum %g --weight-decay %g --schedule %s; "
