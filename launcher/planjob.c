@@ -297,3 +297,36 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
     hp_ckpt_info_release(&ci);
     return 0;
 }
+
+int hp_job_local_fits(const struct hp_job *job, long cores, double mem_available, char *why,
+                      size_t n)
+{
+    const struct hp_plan *p = &job->plan;
+    const long most = HP_LOCAL_RANKS_PER_CORE * cores > HP_LOCAL_RANKS_MIN
+                          ? HP_LOCAL_RANKS_PER_CORE * cores
+                          : HP_LOCAL_RANKS_MIN;
+    double need = p->nranks * HP_LOCAL_RANK_BYTES + p->nvws * HP_LOCAL_DATA_BYTES;
+
+    if (p->nranks > most) {
+        snprintf(why, n,
+                 "the plan has %d ranks, more than this machine can hold: at most %ld (max(%d, "
+                 "%d x %ld cores): every rank of a local job is a process on this machine's cores)",
+                 p->nranks, most, HP_LOCAL_RANKS_MIN, HP_LOCAL_RANKS_PER_CORE, cores);
+        return -HP_EINVAL;
+    }
+    for (int v = 0; v < p->nvws; v++)
+        for (int s = 0; s < p->vws[v].nstages; s++)
+            need += p->vws[v].stages[s].memory;
+    if (p->nshards > 0)
+        need += 4.0 * (double)job->model->nparams; /* the shards' global weights */
+    if (mem_available > 0 && need > mem_available) {
+        snprintf(why, n,
+                 "the plan's %d ranks need about %.1f GiB (%.0f MiB of each rank's own, %.0f MiB "
+                 "of data per VW, each stage's planned memory), more than the %.1f GiB this "
+                 "machine has available (MemAvailable)",
+                 p->nranks, need / 1073741824.0, HP_LOCAL_RANK_BYTES / 1048576.0,
+                 HP_LOCAL_DATA_BYTES / 1048576.0, mem_available / 1073741824.0);
+        return -HP_ENOMEM;
+    }
+    return 0;
+}

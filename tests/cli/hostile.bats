@@ -201,3 +201,16 @@ rank_on() {
     [[ "$output" != *$'\033'* && "$output" != *$'\007'* ]]
     echo "$output" | grep -qF "unknown key '\\x1b]0;owned\\x07\\x1b[2jkey'" # iniparser lowers keys
 }
+
+@test "run --local: more ranks than this machine can hold are refused, naming the limit, before any rank starts" {
+    { printf '[cluster]\nname = many\n'
+      for i in $(seq 100); do printf '\n[n%d]\ngpus = titanv:1\n' "$i"; done; } > "$TMP/many.ini"
+    cores=$(getconf _NPROCESSORS_ONLN)
+    most=$((8 * cores > 64 ? 8 * cores : 64))
+    run timeout 60 "$HETPIPE" run --local --cluster "$TMP/many.ini" --policy np --epochs 1 \
+        --train-limit 640 --run-dir "$TMP/run"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    echo "$output" | grep -qF "run: the plan has 200 ranks, more than this machine can hold: at most $most (max(64, 8 x $cores cores): every rank of a local job is a process on this machine's cores)"
+    [ -z "$(ls "$TMP/run" 2> /dev/null)" ]
+}
