@@ -117,6 +117,18 @@ static int seen_add(struct seen **list, int *n, int *cap, const char *name, int 
     return 0;
 }
 
+/* The first control character of a line (a tab, and a carriage return before its line break,
+ * are text): its column from 1, or 0 for none. Names and values are printed (a plan's table,
+ * messages), and an escape sequence must not reach a terminal from a file. */
+static int control_column(const char *line)
+{
+    for (const unsigned char *p = (const unsigned char *)line; *p; p++)
+        if ((*p < 0x20 && *p != '\t' && *p != '\n' && !(*p == '\r' && p[1] == '\n')) ||
+            *p == 0x7f)
+            return (int)(p - (const unsigned char *)line) + 1;
+    return 0;
+}
+
 /* What iniparser gets wrong silently: a section given twice (it merges them), a ':' in a
  * section name (its key separator: the section vanishes), a key given twice in a section
  * (the last wins) and keys before the first section (ignored). */
@@ -134,6 +146,14 @@ static int check_sections(FILE *f, const char *path)
         if (strcspn(line, "\n") > INIPARSER_LINE_MAX) {
             hp_error("%s: line %d is longer than %d characters, which iniparser cannot read", path,
                      lineno, INIPARSER_LINE_MAX);
+            rc = -HP_ECONFIG;
+            break;
+        }
+        const int col = control_column(line);
+        if (col) {
+            hp_error("%s: line %d, column %d: a control character (0x%02x); the file must be "
+                     "text (a tab is allowed)",
+                     path, lineno, col, (unsigned char)line[col - 1]);
             rc = -HP_ECONFIG;
             break;
         }
