@@ -558,10 +558,9 @@ static int check_file(const char *dir, const char *name, uint64_t bytes, uint32_
 {
     char path[4200];
     struct stat st;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
     int err;
 
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
     if (lstat(path, &st) != 0)
         return WHY("%s is missing", name);
     if (!S_ISREG(st.st_mode))

@@ -205,10 +205,18 @@ static int check_sections(FILE *f, const char *path)
  * opened; the path itself only where /proc is not mounted. */
 static dictionary *load_checked(FILE *f, const char *path)
 {
-    char fdpath[64];
+    char fdpath[64], said[sizeof(parse_error)];
+    dictionary *d;
+    char *at;
 
     snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fileno(f));
-    return iniparser_load(access(fdpath, R_OK) == 0 ? fdpath : path);
+    d = iniparser_load(access(fdpath, R_OK) == 0 ? fdpath : path);
+    if ((at = strstr(parse_error, fdpath))) { /* its message names the file as the user did */
+        snprintf(said, sizeof(said), "%.*s%s%s", (int)(at - parse_error), parse_error, path,
+                 at + strlen(fdpath));
+        memcpy(parse_error, said, sizeof(said));
+    }
+    return d;
 }
 
 int hp_ini_load(const char *path, struct hp_ini **out)

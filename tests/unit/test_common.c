@@ -299,6 +299,16 @@ START_TEST(infile_regular_files_only)
     ck_assert_ptr_nonnull(strstr(why, "it is a FIFO, not a regular file"));
     ck_assert_int_eq(hp_ini_load(link, &ini), 0);
     hp_ini_destroy(ini);
+    /* iniparser reads the checked descriptor; its message names the file as given */
+    f = fopen(reg, "w");
+    fputs("[a]\nthis is bad\n", f);
+    fclose(f);
+    hp_log_capture(why, sizeof(why));
+    ck_assert_int_eq(hp_ini_load(reg, &ini), -HP_ECONFIG);
+    hp_log_capture(NULL, 0);
+    ck_assert_msg(strstr(why, "syntax error in ") && strstr(strstr(why, "syntax error in "), reg) &&
+                      !strstr(why, "/proc/self/fd"),
+                  "why: %s", why);
     test_remove_dir(dir);
 }
 END_TEST
