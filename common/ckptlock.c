@@ -59,8 +59,9 @@ static int lock_open(const char *parent, int create, char *why, size_t n)
         snprintf(why, n, "the path is too long");
         return -HP_EINVAL;
     }
-    fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (create ? O_CREAT : 0),
-              0600);
+    fd =
+        open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (create ? O_CREAT : 0),
+             0600);
     if (fd < 0) {
         const int e = errno;
         if (e != ENOENT || create)
@@ -180,8 +181,8 @@ static int owner_write(const char *parent, char *why, size_t n)
         child(parent, OWNER_NAME ".tmp", tmp, sizeof(tmp)))
         return snprintf(why, n, "the path is too long"), -HP_EINVAL;
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return snprintf(why, n, "%s there is %s, not the file hetpipe names the job in",
-                        OWNER_NAME, hp_infile_kind(&st)),
+        return snprintf(why, n, "%s there is %s, not the file hetpipe names the job in", OWNER_NAME,
+                        hp_infile_kind(&st)),
                -HP_EINVAL;
     if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id))
         id = (uint64_t)now ^ ((uint64_t)getpid() << 32);

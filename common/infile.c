@@ -20,9 +20,8 @@ int hp_infile_openat(int dirfd, const char *path, int flags, struct stat *st)
     if (fd < 0) {
         const int e = errno;
         /* O_NOFOLLOW's ELOOP: the last component is a link (or a loop of them) */
-        if (e == ELOOP && (flags & HP_INFILE_NOFOLLOW) && fstatat(dirfd, path, st,
-                                                                  AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISLNK(st->st_mode))
+        if (e == ELOOP && (flags & HP_INFILE_NOFOLLOW) &&
+            fstatat(dirfd, path, st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st->st_mode))
             return -HP_ENOTREG;
         return -e;
     }
