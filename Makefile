@@ -98,10 +98,10 @@ RANK_LIBS     := $(UCX_LIBS) $(PMIX_LIBS)
 LAUNCHER_LIBS := $(SLURM_LIBS)
 
 # libc only: what the SPANK plugin links (it runs inside slurmstepd)
-COMMON_LIBC_SRCS := common/error.c common/parse.c common/options.c common/binding.c
+COMMON_LIBC_SRCS := common/error.c common/parse.c common/options.c common/binding.c common/infile.c
 COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/cli.c common/ini.c common/gpudb.c common/layers.c \
                  common/paths.c common/model.c common/cluster.c common/plan.c common/planfile.c \
-                 common/output.c common/process.c common/tlpart.c common/ckptfile.c
+                 common/output.c common/process.c common/tlpart.c common/ckptfile.c common/ckptlock.c
 RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.c runtime/net.c \
                  runtime/data.c runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
                  runtime/worker.c runtime/schedule.c runtime/stash.c runtime/wsp.c runtime/dp.c \

@@ -1,6 +1,7 @@
 /* binding.c - reading and writing binding files (binding.h); libc only. */
 #include "binding.h"
 
+#include "infile.h"
 #include "parse.h"
 
 #include <errno.h>
@@ -242,24 +243,13 @@ static int by_task(struct hp_binding *b, int n, struct hp_binding **out, char *e
 
 int hp_binding_read(const char *path, struct hp_binding **out, int *n, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc, count = 0;
     struct hp_binding *b = NULL;
     struct stat st;
-    FILE *f;
+    int rc, count = 0;
+    FILE *f = hp_infile_fopen(path, 0, &st, &rc);
 
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open it: %s", strerror(errno));
-        return -1;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "it is not a regular file");
-        close(fd);
-        return -1;
-    }
-    f = fdopen(fd, "r");
     if (!f) {
-        snprintf(err, errlen, "cannot read it: %s", strerror(errno));
-        close(fd);
+        snprintf(err, errlen, "cannot open it: %s", hp_infile_why(rc, &st));
         return -1;
     }
     rc = read_entries(f, &b, &count, err, errlen);

@@ -3,6 +3,7 @@
 #include "ckptfile.h"
 
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "parse.h"
 #include "planfile.h"
@@ -88,6 +89,28 @@ int hp_ckpt_compatible(const struct hp_ckpt_info *ci, const struct hp_model *m, 
     return -HP_EDATA;
 }
 
+int hp_ckpt_same_data(const struct hp_ckpt_info *ci, long ntrain, long epochs, int cosine,
+                      char *why, size_t n)
+{
+    if (ci->ntrain != ntrain) {
+        snprintf(why, n,
+                 "it was taken in a job of %ld training samples; this job has %ld (--train-limit): "
+                 "the data order and the position in it would not be the checkpoint's; resume "
+                 "with --train-limit %ld",
+                 ci->ntrain, ntrain, ci->ntrain);
+        return -HP_EDATA;
+    }
+    if (cosine && ci->epochs != epochs) {
+        snprintf(why, n,
+                 "it was taken in a job of --epochs %ld; this job has --epochs %ld: the cosine "
+                 "schedule's learning rate follows this job's total steps, so it goes on from "
+                 "another value than the checkpoint's",
+                 ci->epochs, epochs);
+        return 1;
+    }
+    return 0;
+}
+
 int hp_ckpt_dir(const char *parent, long seq, char *out, size_t n)
 {
     const int w = snprintf(out, n, "%s/ckpt-%ld", parent, seq);
@@ -95,26 +118,11 @@ int hp_ckpt_dir(const char *parent, long seq, char *out, size_t n)
     return w < 0 || (size_t)w >= n ? -HP_EINVAL : 0;
 }
 
-/* Open `path` for reading if it is a regular file, without following a symbolic link and
- * without blocking (a FIFO would block a plain open; a device or a link is not a checkpoint's
- * file). NULL with errno set otherwise (EINVAL: another kind of file); *st filled. */
-static FILE *open_regular(const char *path, struct stat *st)
+/* Open a checkpoint's file `path` for reading: a regular file, never a link (hetpipe wrote it),
+ * opened without blocking (infile.h). NULL with *err (-errno or -HP_ENOTREG) and *st. */
+static FILE *open_regular(const char *path, struct stat *st, int *err)
 {
-    const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    FILE *f;
-
-    if (fd < 0) {
-        if (errno == ELOOP)
-            errno = EINVAL;
-        return NULL;
-    }
-    if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || fcntl(fd, F_SETFL, 0) != 0 ||
-        !(f = fdopen(fd, "rb"))) {
-        close(fd);
-        errno = EINVAL;
-        return NULL;
-    }
-    return f;
+    return hp_infile_fopen(path, HP_INFILE_NOFOLLOW, st, err);
 }
 
 /* ---- writing a part ---- */
@@ -280,9 +288,8 @@ int hp_ckpt_part_open(const char *dir, int rank, struct hp_ckpt_reader **out)
     if (!r)
         return -HP_ENOMEM;
     snprintf(r->path, sizeof(r->path), "%s/rank-%d.part", dir, rank);
-    if (!(r->f = open_regular(r->path, &st))) {
-        hp_error("checkpoint: cannot read %s: %s", r->path,
-                 errno == EINVAL ? "not a regular file" : strerror(errno));
+    if (!(r->f = open_regular(r->path, &st, &rc))) {
+        hp_error("checkpoint: cannot read %s: %s", r->path, hp_infile_why(rc, &st));
         hp_ckpt_part_close_reader(r);
         return -HP_EIO;
     }
@@ -536,6 +543,13 @@ static int manifest_parse(struct hp_ckpt_info *ci, char *text, size_t len, char 
     }
     if (!ci->seq || !ci->nunits || !ci->nvws || !ci->nranks || !ci->model[0] || !ci->batch)
         return WHY("a required key is missing");
+    /* the position: within an epoch of ntrain / batch / vws minibatches (its end included) */
+    const long per_vw = ci->ntrain / ci->batch / ci->nvws;
+    if (ci->ntrain > 0 && (ci->minibatch > per_vw || (ci->epochs && ci->epoch > ci->epochs)))
+        return WHY("its position (epoch %ld, minibatch %ld) is past the end of %s (%ld samples "
+                   "at batch %ld over %d VWs: %ld minibatches per VW and epoch, %ld epochs)",
+                   ci->epoch + 1, ci->minibatch, ci->minibatch > per_vw ? "an epoch" : "the job",
+                   ci->ntrain, ci->batch, ci->nvws, per_vw, ci->epochs);
     return 0;
 }
 
@@ -544,19 +558,21 @@ static int check_file(const char *dir, const char *name, uint64_t bytes, uint32_
 {
     char path[4200];
     struct stat st;
+    int err;
 
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     if (lstat(path, &st) != 0)
         return WHY("%s is missing", name);
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes)
+    if (!S_ISREG(st.st_mode))
+        return WHY("%s is %s, not a regular file", name, hp_infile_kind(&st));
+    if ((uint64_t)st.st_size != bytes)
         return WHY("%s has %lld bytes, the manifest says %" PRIu64, name, (long long)st.st_size,
                    bytes);
     if (!contents)
         return 0;
-    FILE *f = open_regular(path, &st);
+    FILE *f = open_regular(path, &st, &err);
     if (!f)
-        return WHY("cannot read %s: %s", name,
-                   errno == EINVAL ? "not a regular file" : strerror(errno));
+        return WHY("cannot read %s: %s", name, hp_infile_why(err, &st));
     static char buf[1 << 16];
     uint32_t c = (uint32_t)crc32(0L, Z_NULL, 0);
     size_t k;
@@ -577,13 +593,16 @@ int hp_ckpt_check(const char *dir, int contents, struct hp_ckpt_info *ci, char *
     snprintf(path, sizeof(path), "%s/" MANIFEST, dir);
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return WHY("it is not a directory");
-    FILE *f = open_regular(path, &st);
-    if (!f && errno == ENOENT)
+    int err = 0;
+    FILE *f = open_regular(path, &st, &err);
+    if (!f && err == -ENOENT)
         return WHY("it has no manifest (an incomplete checkpoint)");
-    if (!f || st.st_size > MANIFEST_MAX) {
-        if (f)
-            fclose(f);
-        return WHY("its manifest is not a regular file of at most %d bytes", MANIFEST_MAX);
+    if (!f)
+        return WHY("cannot read its manifest: %s", hp_infile_why(err, &st));
+    if (st.st_size > MANIFEST_MAX) {
+        fclose(f);
+        return WHY("its manifest has %lld bytes, more than a manifest's %d",
+                   (long long)st.st_size, MANIFEST_MAX);
     }
     char *text = malloc((size_t)st.st_size + 1);
     size_t len = text ? fread(text, 1, (size_t)st.st_size, f) : 0, lines = 1;
@@ -755,13 +774,17 @@ int hp_ckpt_copy_file(const char *src, const char *dir, const char *name, uint64
 {
     char tmp[4200], path[4200], buf[1 << 14];
     struct stat st;
-    FILE *in = open_regular(src, &st), *out = NULL;
     int fd, rc = 0;
+    FILE *in = hp_infile_fopen(src, 0, &st, &rc), *out = NULL; /* the plan: may be a link */
     size_t k;
 
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, name);
-    fd = in ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+    if (!in) {
+        hp_error("checkpoint: cannot copy %s: %s", src, hp_infile_why(rc, &st));
+        return -HP_EIO;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || !(out = fdopen(fd, "wb"))) {
         hp_error("checkpoint: cannot copy %s to %s: %s", src, tmp, strerror(errno));
         if (fd >= 0)

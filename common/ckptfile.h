@@ -85,6 +85,14 @@ uint64_t hp_ckpt_model_sig(const struct hp_model *m);
 int hp_ckpt_compatible(const struct hp_ckpt_info *ci, const struct hp_model *m, uint64_t seed,
                        long batch, char *why, size_t n);
 
+/* Whether the checkpoint of `ci` continues a run of the same data: the same training samples
+ * (ntrain, from --train-limit: it decides the data order and what the position means), else
+ * -HP_EDATA with why; and, under the cosine schedule, the same --epochs (the learning rate
+ * follows the job's total steps), else 1 with why (a warning: a longer job may go on from a
+ * checkpoint). 0 when both hold. */
+int hp_ckpt_same_data(const struct hp_ckpt_info *ci, long ntrain, long epochs, int cosine,
+                      char *why, size_t n);
+
 /* Check checkpoint directory `dir`: the manifest's syntax and checksum, and every file it
  * lists (size; with `contents`, the CRC-32 of every byte). 0 and *ci filled, or
  * -HP_EDATA / -HP_EIO with why (a sentence naming the file and what is wrong). */

@@ -51,3 +51,21 @@ const char *hp_errname(int err)
         return "ERRNO";
     }
 }
+
+char *hp_str_escape(const char *s, char *buf, size_t n)
+{
+    size_t len = 0;
+
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (len + 8 >= n) {
+            memcpy(buf + len, "...", 4);
+            return buf;
+        }
+        if (*p < 0x20 || *p == 0x7f)
+            len += (size_t)snprintf(buf + len, n - len, "\\x%02x", *p);
+        else
+            buf[len++] = (char)*p;
+    }
+    buf[len] = '\0';
+    return buf;
+}

@@ -8,6 +8,8 @@
 #ifndef HP_ERROR_H
 #define HP_ERROR_H
 
+#include <stddef.h>
+
 /* X(name, message): our own codes; they start above any errno value. */
 #define HP_ERRNO_MAP(X)                                                                            \
     X(INVAL, "invalid argument")                                                                   \
@@ -23,7 +25,9 @@
     X(RANGE, "value out of range")                                                                 \
     X(NOTFOUND, "not found")                                                                       \
     X(TIMEOUT, "timed out")                                                                        \
-    X(PROTOCOL, "invalid message")
+    X(PROTOCOL, "invalid message")                                                             \
+    X(NOTREG, "not a regular file")                                                            \
+    X(BUSY, "in use by another job")
 
 enum hp_errno {
     HP_EBASE = 10000,
@@ -38,5 +42,10 @@ const char *hp_strerror(int err);
 
 /* Short symbolic name ("HP_ECONFIG", "ENOENT", ...) for a return code; static, never NULL. */
 const char *hp_errname(int err);
+
+/* s for a message, from a file or a command line: every control character (below 0x20, 0x7f)
+ * as \xNN, so that nothing read from a file moves the cursor or sends a terminal escape; cut
+ * with "..." to fit n (n >= 8). Returns buf. */
+char *hp_str_escape(const char *s, char *buf, size_t n);
 
 #endif

@@ -2,6 +2,7 @@
 #include "ini.h"
 
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "parse.h"
 
@@ -14,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct hp_ini {
     dictionary *dict;
@@ -114,21 +117,27 @@ static int seen_add(struct seen **list, int *n, int *cap, const char *name, int 
     return 0;
 }
 
+/* The first control character of a line (a tab, and a carriage return before its line break,
+ * are text): its column from 1, or 0 for none. Names and values are printed (a plan's table,
+ * messages), and an escape sequence must not reach a terminal from a file. */
+static int control_column(const char *line)
+{
+    for (const unsigned char *p = (const unsigned char *)line; *p; p++)
+        if ((*p < 0x20 && *p != '\t' && *p != '\n' && !(*p == '\r' && p[1] == '\n')) ||
+            *p == 0x7f)
+            return (int)(p - (const unsigned char *)line) + 1;
+    return 0;
+}
+
 /* What iniparser gets wrong silently: a section given twice (it merges them), a ':' in a
  * section name (its key separator: the section vanishes), a key given twice in a section
  * (the last wins) and keys before the first section (ignored). */
-static int check_sections(const char *path)
+static int check_sections(FILE *f, const char *path)
 {
     struct seen *secs = NULL, *keys = NULL;
     int nsecs = 0, csecs = 0, nkeys = 0, ckeys = 0, lineno = 0, rc = 0, in_section = 0;
     char line[4096], cur[128] = "";
-    FILE *f = fopen(path, "r");
 
-    if (!f) {
-        rc = -errno;
-        hp_error("cannot open '%s': %s", path, hp_strerror(rc));
-        return rc;
-    }
     while (rc == 0 && fgets(line, sizeof(line), f)) {
         char name[128];
         int first;
@@ -137,6 +146,14 @@ static int check_sections(const char *path)
         if (strcspn(line, "\n") > INIPARSER_LINE_MAX) {
             hp_error("%s: line %d is longer than %d characters, which iniparser cannot read", path,
                      lineno, INIPARSER_LINE_MAX);
+            rc = -HP_ECONFIG;
+            break;
+        }
+        const int col = control_column(line);
+        if (col) {
+            hp_error("%s: line %d, column %d: a control character (0x%02x); the file must be "
+                     "text (a tab is allowed)",
+                     path, lineno, col, (unsigned char)line[col - 1]);
             rc = -HP_ECONFIG;
             break;
         }
@@ -180,37 +197,57 @@ static int check_sections(const char *path)
     }
     free(secs);
     free(keys);
-    fclose(f);
     return rc;
+}
+
+/* iniparser 4.1 reads a file by its name only: it is given the descriptor that was checked
+ * (/proc/self/fd/N opens that same file again), so a FIFO swapped in after the check is never
+ * opened; the path itself only where /proc is not mounted. */
+static dictionary *load_checked(FILE *f, const char *path)
+{
+    char fdpath[64], said[sizeof(parse_error)];
+    dictionary *d;
+    char *at;
+
+    snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fileno(f));
+    d = iniparser_load(access(fdpath, R_OK) == 0 ? fdpath : path);
+    if ((at = strstr(parse_error, fdpath))) { /* its message names the file as the user did */
+        snprintf(said, sizeof(said), "%.*s%s%s", (int)(at - parse_error), parse_error, path,
+                 at + strlen(fdpath));
+        memcpy(parse_error, said, sizeof(said));
+    }
+    return d;
 }
 
 int hp_ini_load(const char *path, struct hp_ini **out)
 {
     struct hp_ini *ini;
-    FILE *f;
+    struct stat st;
+    int rc;
+    FILE *f = hp_infile_fopen(path, 0, &st, &rc);
 
-    f = fopen(path, "r");
     if (!f) {
-        int err = -errno;
-        hp_error("cannot open '%s': %s", path, hp_strerror(err));
-        return err;
-    }
-    fclose(f);
-    /* iniparser merges a repeated section and drops one with ':' in its name: refuse both */
-    int rc = check_sections(path);
-    if (rc)
+        hp_error("cannot open '%s': %s", path, hp_infile_why(rc, &st));
         return rc;
+    }
+    /* iniparser merges a repeated section and drops one with ':' in its name: refuse both */
+    rc = check_sections(f, path);
+    if (rc) {
+        fclose(f);
+        return rc;
+    }
 
     ini = calloc(1, sizeof(*ini));
-    if (!ini)
+    if (!ini || !(ini->path = strdup(path))) {
+        fclose(f);
+        free(ini);
         return -HP_ENOMEM;
-    ini->path = strdup(path);
-    if (!ini->path)
-        goto err_free;
+    }
 
     parse_error[0] = '\0';
     iniparser_set_error_callback(capture_error);
-    ini->dict = iniparser_load(path);
+    ini->dict = load_checked(f, path);
+    fclose(f);
     iniparser_set_error_callback(NULL);
     if (!ini->dict || parse_error[0]) {
         hp_error("cannot parse '%s': %s", path, parse_error[0] ? parse_error : "syntax error");
@@ -223,7 +260,6 @@ err_dict:
     if (ini->dict)
         iniparser_freedict(ini->dict);
     free(ini->path);
-err_free:
     free(ini);
     return parse_error[0] ? -HP_ECONFIG : -HP_ENOMEM;
 }

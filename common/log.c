@@ -54,22 +54,41 @@ void hp_log_set_prefix(const char *p)
     snprintf(prefix, sizeof(prefix), "%s", p);
 }
 
+/* msg with every control character but a tab as \xNN into out (size n): a message quotes
+ * names and values read from files, which must not reach a terminal raw (an escape sequence,
+ * a carriage return over the line, a line break that forges another message). */
+static void escape_controls(const char *msg, char *out, size_t n)
+{
+    size_t len = 0;
+
+    for (const unsigned char *p = (const unsigned char *)msg; *p && len + 5 < n; p++) {
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+            len += (size_t)snprintf(out + len, n - len, "\\x%02x", *p);
+        else
+            out[len++] = (char)*p;
+    }
+    out[len] = '\0';
+}
+
 void hp_vlog(enum hp_log_level level, const char *fmt, va_list ap)
 {
-    char buf[2048];
+    char buf[2048], shown[4 * 2048 + 1];
 
     if (!level_set)
         level_from_env();
     if (capture) {
-        if (level == HP_LOG_ERROR && capture[0] == '\0')
-            vsnprintf(capture, capture_len, fmt, ap);
+        if (level == HP_LOG_ERROR && capture[0] == '\0') {
+            vsnprintf(buf, sizeof(buf), fmt, ap);
+            escape_controls(buf, capture, capture_len);
+        }
         return;
     }
     if (level > threshold || quiet)
         return;
     vsnprintf(buf, sizeof(buf), fmt, ap);
+    escape_controls(buf, shown, sizeof(shown));
     /* One write per message, so lines from several processes do not interleave. */
-    fprintf(stderr, "%s: %s: %s\n", prefix, level_names[level], buf);
+    fprintf(stderr, "%s: %s: %s\n", prefix, level_names[level], shown);
 }
 
 void hp_log(enum hp_log_level level, const char *fmt, ...)

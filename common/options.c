@@ -1,6 +1,7 @@
 /* options.c - the options table of record and its parsing (options.h); libc only. */
 #include "options.h"
 
+#include "error.h"
 #include "parse.h"
 
 #include <dirent.h>
@@ -315,19 +316,7 @@ static int has_control(const char *v)
 /* v for a message: control characters as \xNN, cut with "..." to fit n (>= 8). */
 static void shown_value(const char *v, char *buf, size_t n)
 {
-    size_t len = 0;
-
-    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-        if (len + 8 >= n) {
-            memcpy(buf + len, "...", 4);
-            return;
-        }
-        if (*p < 0x20 || *p == 0x7f)
-            len += (size_t)snprintf(buf + len, n - len, "\\x%02x", *p);
-        else
-            buf[len++] = (char)*p;
-    }
-    buf[len] = '\0';
+    hp_str_escape(v, buf, n);
 }
 
 /* A WORD value: its index, allowed by l. */

@@ -1,6 +1,8 @@
 /* process.c - facts about other processes on this host (process.h). */
 #include "process.h"
 
+#include "infile.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,7 +18,7 @@ int hp_pid_stopped(long pid)
     int fd;
 
     snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = hp_infile_open(path, 0, NULL);
     if (fd < 0)
         return 0;
     n = read(fd, buf, sizeof(buf) - 1);
@@ -64,10 +66,10 @@ int hp_rank_exit_read(const char *dir, int rank, int *status)
 
     if (exit_path(dir, rank, path, sizeof(path)))
         return -1;
-    fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    fd = hp_infile_open(path, HP_INFILE_NOFOLLOW, &st);
     if (fd < 0)
         return -1;
-    n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, text, sizeof(text) - 1) : -1;
+    n = read(fd, text, sizeof(text) - 1);
     close(fd);
     if (n <= 0)
         return -1;

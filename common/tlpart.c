@@ -2,6 +2,7 @@
 #include "tlpart.h"
 
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "output.h"
 #include "parse.h"
@@ -216,8 +217,9 @@ int hp_tl_part_read(const char *path, struct hp_tl_meta *meta, struct hp_tl_even
     *ev = NULL;
     *n = 0;
     memset(meta, 0, sizeof(*meta));
-    if (!(r.f = fopen(path, "r"))) {
-        hp_error("cannot read the timeline part '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (!(r.f = hp_infile_fopen(path, 0, &st, &rc))) {
+        hp_error("cannot read the timeline part '%s': %s", path, hp_infile_why(rc, &st));
         return -HP_EIO;
     }
     rc = read_meta(&r, meta, &want);

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "commands.h"
 #include "error.h"
+#include "infile.h"
 #include "jobreport.h"
 #include "layout.h"
 #include "log.h"
@@ -212,7 +213,7 @@ static void forward(void)
 
     pending_sig = 0;
     snprintf(path, sizeof(path), "/proc/%ld/comm", (long)from);
-    if ((f = fopen(path, "r"))) {
+    if ((f = hp_infile_fopen(path, 0, NULL, NULL))) {
         if (!fgets(comm, sizeof(comm), f))
             comm[0] = '\0';
         fclose(f);

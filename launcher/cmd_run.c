@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "commands.h"
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "net.h"
 #include "planfile.h"
@@ -341,6 +342,36 @@ static void supervise(struct local *L)
     }
 }
 
+/* MemAvailable of /proc/meminfo, bytes; 0 when it cannot be read. */
+static double mem_available(void)
+{
+    FILE *f = hp_infile_fopen("/proc/meminfo", 0, NULL, NULL);
+    char line[256];
+    unsigned long long kib = 0;
+
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (double)kib * 1024.0;
+}
+
+/* Whether this machine can hold the plan's ranks (hp_job_local_fits); logged if not. */
+static int local_capacity(const struct local *L)
+{
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char why[1024];
+    const int rc = hp_job_local_fits(&L->job, cores > 0 ? cores : 1, mem_available(), why,
+                                     sizeof(why));
+
+    if (rc)
+        hp_error("run: %s; plan for a smaller cluster or model, or run the job on Slurm with "
+                 "hetpipe launch",
+                 why);
+    return rc;
+}
+
 int hp_cmd_run(int argc, char **argv)
 {
     struct local *L = calloc(1, sizeof(*L));
@@ -371,6 +402,8 @@ int hp_cmd_run(int argc, char **argv)
     rc = hp_rank_binary("run", L->rank_bin, sizeof(L->rank_bin))
              ? -HP_EINVAL
              : hp_job_plan(&L->o, NULL, &L->job);
+    if (!rc)
+        rc = local_capacity(L);
     if (!rc)
         rc = hp_job_resume(&L->o, &L->job, "run", L->resume, sizeof(L->resume));
     if (!rc) {

@@ -2,6 +2,7 @@
 #include "jobdata.h"
 
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "parse.h"
 #include "planfile.h"
@@ -102,9 +103,11 @@ static void load_stats(struct hp_jobdata *d, int r)
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/stats.%d", d->dir, r);
-    if (!(f = fopen(path, "r"))) {
-        if (errno != ENOENT)
-            note(d, "stats.%d: cannot be read (%s); left out", r, strerror(errno));
+    struct stat st;
+    int e;
+    if (!(f = hp_infile_fopen(path, 0, &st, &e))) {
+        if (e != -ENOENT)
+            note(d, "stats.%d: cannot be read (%s); left out", r, hp_infile_why(e, &st));
         return;
     }
     while (!err[0] && fgets(line, sizeof(line), f)) {
@@ -162,11 +165,13 @@ static int load_metrics(struct hp_jobdata *d)
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/metrics.csv", d->dir);
-    if (!(f = fopen(path, "r"))) {
+    struct stat st;
+    int e;
+    if (!(f = hp_infile_fopen(path, 0, &st, &e))) {
         note(d,
              "no metrics.csv%s%s: no loss or accuracy curves (the job ran without --metrics "
              "DIR/metrics.csv)",
-             errno == ENOENT ? "" : ": ", errno == ENOENT ? "" : strerror(errno));
+             e == -ENOENT ? "" : ": ", e == -ENOENT ? "" : hp_infile_why(e, &st));
         return 0;
     }
     if (!fgets(line, sizeof(line), f) || strcmp(trim(line), header) != 0) {
@@ -284,7 +289,7 @@ static void load_log(struct hp_jobdata *d, int r)
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/rank-%d.log", d->dir, r);
-    if (!(f = fopen(path, "r")))
+    if (!(f = hp_infile_fopen(path, 0, NULL, NULL)))
         return;
     d->nlogs++;
     while (fgets(line, sizeof(line), f)) {

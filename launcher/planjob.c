@@ -2,7 +2,9 @@
 #include "planjob.h"
 
 #include "ckptfile.h"
+#include "ckptlock.h"
 #include "error.h"
+#include "feed.h"
 #include "log.h"
 #include "paths.h"
 #include "planfile.h"
@@ -221,7 +223,7 @@ int hp_job_check_checkpoints(const struct hp_options *o, const char *cmd)
 int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n)
 {
     struct hp_ckpt_info ci;
-    char why[512];
+    char why[1200];
 
     if (hp_job_check_checkpoints(o, cmd))
         return -HP_EINVAL;
@@ -231,6 +233,12 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
             return -HP_EINVAL;
         }
         o->checkpoint_dir = job->ckpt_dir;
+        /* not a file, not another running job's (the reporter rank takes the lock) */
+        const int rc = hp_ckpt_parent_check(o->checkpoint_dir, why, sizeof(why));
+        if (rc) {
+            hp_error("%s: option '--checkpoint-dir': %s: %s", cmd, o->checkpoint_dir, why);
+            return rc;
+        }
     }
     if (o->resume.automatic) {
         const int rc = hp_ckpt_latest(o->checkpoint_dir, &ci);
@@ -257,6 +265,20 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         hp_ckpt_info_release(&ci);
         return -HP_EDATA;
     }
+    struct hp_feed_counts fc;
+    const int same = hp_feed_counts(o->train_limit, o->test_limit, (int)p->opts.batch, 1, &fc)
+                         ? 0
+                         : hp_ckpt_same_data(&ci, fc.ntrain, o->epochs,
+                                             !strcmp(hp_opt_word(HP_OPT_SCHEDULE, o->schedule),
+                                                     "cosine"),
+                                             why, sizeof(why));
+    if (same < 0) {
+        hp_error("%s: option '--resume': %s: %s", cmd, ci.dir, why);
+        hp_ckpt_info_release(&ci);
+        return -HP_EDATA;
+    }
+    if (same > 0)
+        hp_warn("%s: option '--resume': %s: %s", cmd, ci.dir, why);
     if (ci.lr != o->lr || ci.momentum != o->momentum || ci.weight_decay != o->weight_decay ||
         strcmp(ci.schedule, hp_opt_word(HP_OPT_SCHEDULE, o->schedule)))
         hp_warn("%s: %s was taken with --lr %g --momentum %g --weight-decay %g --schedule %s; "
@@ -273,5 +295,38 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
            "%d VWs, %d ranks)\n",
            cmd, ci.seq, ci.dir, ci.epoch + 1, ci.samples, ci.nvws, ci.nranks);
     hp_ckpt_info_release(&ci);
+    return 0;
+}
+
+int hp_job_local_fits(const struct hp_job *job, long cores, double mem_available, char *why,
+                      size_t n)
+{
+    const struct hp_plan *p = &job->plan;
+    const long most = HP_LOCAL_RANKS_PER_CORE * cores > HP_LOCAL_RANKS_MIN
+                          ? HP_LOCAL_RANKS_PER_CORE * cores
+                          : HP_LOCAL_RANKS_MIN;
+    double need = p->nranks * HP_LOCAL_RANK_BYTES + p->nvws * HP_LOCAL_DATA_BYTES;
+
+    if (p->nranks > most) {
+        snprintf(why, n,
+                 "the plan has %d ranks, more than this machine can hold: at most %ld (max(%d, "
+                 "%d x %ld cores): every rank of a local job is a process on this machine's cores)",
+                 p->nranks, most, HP_LOCAL_RANKS_MIN, HP_LOCAL_RANKS_PER_CORE, cores);
+        return -HP_EINVAL;
+    }
+    for (int v = 0; v < p->nvws; v++)
+        for (int s = 0; s < p->vws[v].nstages; s++)
+            need += p->vws[v].stages[s].memory;
+    if (p->nshards > 0)
+        need += 4.0 * (double)job->model->nparams; /* the shards' global weights */
+    if (mem_available > 0 && need > mem_available) {
+        snprintf(why, n,
+                 "the plan's %d ranks need about %.1f GiB (%.0f MiB of each rank's own, %.0f MiB "
+                 "of data per VW, each stage's planned memory), more than the %.1f GiB this "
+                 "machine has available (MemAvailable)",
+                 p->nranks, need / 1073741824.0, HP_LOCAL_RANK_BYTES / 1048576.0,
+                 HP_LOCAL_DATA_BYTES / 1048576.0, mem_available / 1073741824.0);
+        return -HP_ENOMEM;
+    }
     return 0;
 }

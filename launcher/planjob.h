@@ -58,6 +58,21 @@ int hp_job_check_checkpoints(const struct hp_options *o, const char *cmd);
  * command in messages. 0 or a negative code (logged). */
 int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n);
 
+/* What one machine holds of a job of run --local, where every rank is a process on its cores:
+ * at most max(HP_LOCAL_RANKS_MIN, HP_LOCAL_RANKS_PER_CORE x cores) ranks (beyond that the
+ * emulation's padding no longer sets the pace; a cluster file of thousands of nodes would fork
+ * thousands of processes), and their memory within mem_available bytes (0: unknown, not
+ * checked): each rank's own (libraries, UCX, buffers: 15-50 MB measured with the CNN), the
+ * data set that stage 0 of every VW holds (Fashion-MNIST as floats, 220 MB), each stage's
+ * planned memory, the shards' global weights. 0, or -HP_EINVAL (ranks) / -HP_ENOMEM (memory)
+ * with why (the limit and what it is made of). */
+#define HP_LOCAL_RANKS_MIN 64
+#define HP_LOCAL_RANKS_PER_CORE 8
+#define HP_LOCAL_RANK_BYTES (32.0 * 1048576.0)
+#define HP_LOCAL_DATA_BYTES (256.0 * 1048576.0)
+int hp_job_local_fits(const struct hp_job *job, long cores, double mem_available, char *why,
+                      size_t n);
+
 void hp_job_release(struct hp_job *job);
 
 #endif

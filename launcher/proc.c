@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "options.h"
 
@@ -178,7 +179,7 @@ int hp_remove_tree(const char *dir)
 
 void hp_tail_file(const char *path, int lines, FILE *f)
 {
-    FILE *in = fopen(path, "r");
+    FILE *in = hp_infile_fopen(path, 0, NULL, NULL);
     char *buf = NULL;
     size_t len = 0, cap = 0;
     int c, seen = 0;

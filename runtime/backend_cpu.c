@@ -7,6 +7,7 @@
 #include "backend.h"
 
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "rng.h"
 
@@ -773,10 +774,11 @@ static int cpu_memory_used(struct hp_backend *be, size_t *now, size_t *peak)
     char line[256];
     unsigned long long kib;
     int found = 0;
-    FILE *f = fopen("/proc/self/status", "r");
+    int rc;
+    FILE *f = hp_infile_fopen("/proc/self/status", 0, NULL, &rc);
 
     if (!f) {
-        hp_error("cpu backend: cannot read /proc/self/status: %s", strerror(errno));
+        hp_error("cpu backend: cannot read /proc/self/status: %s", hp_strerror(rc));
         return -HP_EIO;
     }
     while (found != 3 && fgets(line, sizeof(line), f)) {

@@ -6,6 +6,7 @@
 #include "rng.h"
 
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 
 #include <errno.h>
@@ -302,24 +303,15 @@ static int addr_read(int dirfd, const char *dir, int r, int nranks, uint8_t **ou
     int fd, ret;
 
     snprintf(name, sizeof(name), "addr.%d", r);
-    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    fd = hp_infile_openat(dirfd, name, HP_INFILE_NOFOLLOW, &st);
+    if (fd == -ENOENT)
+        return 0;
     if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        ret = -errno;
-        hp_error("cannot open address file '%s/%s': %s", dir, name, strerror(errno));
-        return ret;
-    }
-    if (fstat(fd, &st) < 0) {
-        ret = -errno;
-        hp_error("cannot stat address file '%s/%s': %s", dir, name, strerror(errno));
-        goto out;
+        hp_error("%s address file '%s/%s': %s", fd == -HP_ENOTREG ? "invalid" : "cannot open", dir,
+                 name, hp_infile_why(fd, &st));
+        return fd == -HP_ENOTREG ? -HP_EPROTOCOL : fd;
     }
     ret = -HP_EPROTOCOL;
-    if (!S_ISREG(st.st_mode)) {
-        hp_error("invalid address file '%s/%s': not a regular file", dir, name);
-        goto out;
-    }
     if ((size_t)st.st_size < sizeof(h)) {
         hp_error("invalid address file '%s/%s': truncated header (%lld of %zu bytes)", dir, name,
                  (long long)st.st_size, sizeof(h));

@@ -3,6 +3,7 @@
 #include "clock.h"
 
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "options.h"
 #include "process.h"
@@ -261,7 +262,7 @@ static void locator_init(struct locator *l)
     int fd;
 
     memset(l, 0, sizeof(*l));
-    fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    fd = hp_infile_open("/proc/sys/kernel/random/boot_id", 0, NULL);
     if (fd >= 0) {
         n = read(fd, l->boot_id, sizeof(l->boot_id) - 1);
         close(fd);

@@ -3,6 +3,7 @@
 #include "rng.h"
 
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "options.h"
 
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define INSTALL_HINT "install it with: apt-get install dataset-fashion-mnist"
@@ -69,10 +71,14 @@ static int read_idx(const char *path, uint32_t magic, int ndims, uint32_t *dims,
     size_t n = 1;
     gzFile f;
 
-    f = gzopen(path, "rb");
+    struct stat st;
+    const int fd = hp_infile_open(path, 0, &st);
+    f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
     if (!f) {
-        int e = errno ? -errno : -HP_EDATA;
-        hp_error("data file '%s': %s; %s", path, e == -ENOENT ? "not found" : hp_strerror(e),
+        int e = fd < 0 ? fd : -HP_ENOMEM;
+        if (fd >= 0)
+            close(fd);
+        hp_error("data file '%s': %s; %s", path, e == -ENOENT ? "not found" : hp_infile_why(e, &st),
                  INSTALL_HINT);
         return -HP_EDATA;
     }

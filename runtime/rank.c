@@ -20,6 +20,7 @@
 #include "binding.h"
 #include "bootstrap.h"
 #include "ckpt.h"
+#include "ckptlock.h"
 #include "cli.h"
 #include "comm.h"
 #include "error.h"
@@ -244,6 +245,21 @@ static int bind_rank(struct rank *r)
     return check_placement(&r->plan, &r->cl, &r->db, &r->o, (int)r->rank, mine);
 }
 
+/* The reporter (stage 0 of VW 0), which writes the manifests and prunes: the lock and the
+ * job's name on --checkpoint-dir (ckptlock.h), held until this process ends. */
+static int own_checkpoints(const struct rank *r)
+{
+    char why[1200];
+    int rc;
+
+    if (!r->o.checkpoint_dir || r->rank != hp_plan_stage_rank(&r->plan, 0, 0))
+        return 0;
+    rc = hp_ckpt_parent_lock(r->o.checkpoint_dir, (int)(r->o.timeout * 1000.0), why, sizeof(why));
+    if (rc)
+        hp_error("option '--checkpoint-dir': %s: %s", r->o.checkpoint_dir, why);
+    return rc;
+}
+
 static int run_role(struct rank *r)
 {
     struct hp_worker_result res;
@@ -389,6 +405,8 @@ int main(int argc, char **argv)
         rc = bootstrap(&r);
     if (!rc)
         rc = bind_rank(&r);
+    if (!rc)
+        rc = own_checkpoints(&r);
     if (!rc)
         rc = run_role(&r);
     rc = rank_release(&r, rc);

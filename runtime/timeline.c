@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "comm.h"
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "options.h"
 
@@ -22,7 +23,7 @@ double hp_tl_clock_offset_s;
 /* The kernel's boot id: CLOCK_MONOTONIC is one clock for every process with the same one. */
 static void boot_id(char out[BOOT_ID_LEN])
 {
-    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    FILE *f = hp_infile_fopen("/proc/sys/kernel/random/boot_id", 0, NULL, NULL);
 
     memset(out, 0, BOOT_ID_LEN);
     if (!f || !fgets(out, BOOT_ID_LEN, f))

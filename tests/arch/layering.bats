@@ -165,3 +165,20 @@ check_src() {
     [[ "$output" == *"FAIL the CUDA backend module exports its entry point only"* ]]
     [[ "$output" == *"hetpipe exports "*", not just hp_backend_module_cuda_v1"* ]]
 }
+
+@test "a file opened for reading anywhere but common/infile.c is refused (a FIFO would block)" {
+    copy_tree
+    printf 'static FILE *g(const char *p)\n{\n    return fopen(p, "r");\n}\n' >> "$TMP/src/launcher/jobdata.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"launcher/jobdata.c:"*'fopen(p, "r")'* ]]
+    copy_tree
+    printf 'static int g(const char *p)\n{\n    return open(p, O_RDONLY | O_CLOEXEC);\n}\n' >> "$TMP/src/runtime/ckpt.c"
+    check_src
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"runtime/ckpt.c:"*'open(p, O_RDONLY'* ]]
+    copy_tree
+    check_src
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"ok   files are read through common/infile.c"* ]]
+}

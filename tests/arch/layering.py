@@ -12,6 +12,8 @@ Sources (under --root, default the checkout):
   - launcher/ includes no UCX, PMIx or CUDA header (it reaches them through hetpipe-rank
     --self-check and the CUDA backend module);
   - no C source calls system() or popen() (paths may hold any character);
+  - no C source opens a file for reading but common/infile.c (a FIFO never blocks, only regular
+    files are read);
   - no function outside tests/ is longer than MAX_FUNC lines;
   - every HETPIPE_* variable a C source names is a row's variable (.env in common/options.def),
     read through the options table.
@@ -35,7 +37,7 @@ import sys
 
 MAX_FUNC = 120
 # the modules of common/ that the SPANK plugin links (Makefile: COMMON_LIBC_SRCS)
-LIBC_ONLY = {"error", "parse", "options", "binding"}
+LIBC_ONLY = {"error", "parse", "options", "binding", "infile"}
 SYSTEM_OK = re.compile(
     r"^(assert|ctype|dirent|errno|fcntl|float|ftw|getopt|inttypes|limits|math|poll|signal|"
     r"spawn|stdarg|stdbool|stddef|stdint|stdio|stdlib|string|strings|time|unistd|"
@@ -112,6 +114,26 @@ def check_no_shell(root):
                     code = line.split("//")[0]
                     if call.search(code) and not code.lstrip().startswith(("*", "/*")):
                         bad.append(f"{os.path.relpath(path, root)}:{n}: {line.strip()}")
+    return bad
+
+
+def check_reads(root):
+    """Every file is opened for reading through common/infile.c (no blocking open of a FIFO, only
+    regular files): no fopen(.., "r..."), gzopen, iniparser_load(path) or open/openat with
+    O_RDONLY elsewhere (common/ini.c hands iniparser the descriptor infile checked)."""
+    bad = []
+    call = re.compile(r"\b(fopen\s*\([^;]*\"r|gzopen\s*\(|(open|openat)\s*\([^;]*O_RDONLY(?![^;]*O_DIRECTORY))")
+    allowed = {os.path.join("common", "infile.c")}
+    for folder in ("common", "runtime", "launcher", "spank"):
+        for path in sources(root, folder):
+            rel = os.path.relpath(path, root)
+            if rel in allowed:
+                continue
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    code = line.split("//")[0]
+                    if call.search(code) and not code.lstrip().startswith(("*", "/*")):
+                        bad.append(f"{rel}:{n}: {line.strip()}")
     return bad
 
 
@@ -248,6 +270,8 @@ def main():
     module = a.module or os.path.join(build, "hetpipe-cuda.so")
     ok = report("includes point one way (common <- runtime, launcher)", check_includes(a.root))
     ok &= report("no shell from C", check_no_shell(a.root))
+    ok &= report("files are read through common/infile.c (regular files, no blocking open)",
+                 check_reads(a.root))
     ok &= report(f"no function over {MAX_FUNC} lines", check_functions(a.root))
     ok &= report("every HETPIPE_* variable is a row of the options table",
                  check_variables(a.root))

@@ -223,6 +223,8 @@ paused() {
     cp -r "$TMP/bad1" "$TMP/ck/ckpt-99"
     run "$HETPIPE" "${args[@]}" --epochs 2 --checkpoint-dir "$TMP/ck" --resume auto
     [ "$status" -eq 0 ]
+    # a longer job goes on, and says what that does to the schedule
+    echo "$output" | grep -q "it was taken in a job of --epochs 1; this job has --epochs 2: the cosine schedule"
     echo "$output" | grep -q "ckpt-99 is not valid (skipped): rank-2.part fails its checksum"
     echo "$output" | grep -q "resumed from checkpoint"
 }
@@ -368,4 +370,110 @@ fault() {
     # one per 2 s of training at most (plus rounding to job points), at least one per 4 s
     awk -v n="$n" -v t="$took" 'BEGIN { exit !(n >= 1 && n <= t / 2 + 1 && n >= t / 4 - 1) }'
     [ "$(ls -d "$TMP"/ck/ckpt-* | wc -l)" -eq $((n < 3 ? n : 3)) ] # --checkpoint-keep 3
+}
+
+# rechecksum MANIFEST: the manifest's checksum line made right again after a hand edit
+rechecksum() {
+    python3 - "$1" << 'PY'
+import sys, zlib
+p = sys.argv[1]
+body = open(p, "rb").read().rsplit(b"checksum = ", 1)[0]
+open(p, "wb").write(body + b"checksum = %08x\n" % zlib.crc32(body))
+PY
+}
+
+@test "checkpoint directory: a regular file is refused before any rank starts" {
+    touch "$TMP/file"
+    run "$HETPIPE" run --local --epochs 1 --train-limit 640 --checkpoint-dir "$TMP/file" \
+        --checkpoint-every 320
+    echo "$output"
+    [ "$status" -ne 0 ]
+    echo "$output" | grep -qF "run: option '--checkpoint-dir': $TMP/file: it is a regular file, not a directory"
+    [[ "$output" != *"epoch 1/1"* ]]
+    [ -f "$TMP/file" ] && [ ! -s "$TMP/file" ]
+}
+
+@test "checkpoint directory: a second job given it while the first runs is refused, naming the first; the first's checkpoints are kept; once it has ended the directory resumes" {
+    args=(run --local --epochs 1 --train-limit 1280 --test-limit 200 --log-every 0
+        --checkpoint-dir "$TMP/ck" --checkpoint-every 320 --checkpoint-keep 1)
+    "$HETPIPE" "${args[@]}" --emulate 40 > "$TMP/first" 2>&1 &
+    pid=$!
+    for _ in $(seq 300); do
+        grep -q '^checkpoint 1:' "$TMP/first" && break
+        sleep 0.1
+    done
+    grep -q '^checkpoint 1:' "$TMP/first"
+    job=$(sed -n 's/^job = //p' "$TMP/ck/hetpipe.job")
+    [ -n "$job" ]
+    run "$HETPIPE" "${args[@]}" --emulate off
+    echo "$output"
+    [ "$status" -ne 0 ]
+    echo "$output" | grep -qF "run: option '--checkpoint-dir': $TMP/ck: it is in use by another job (job $job, pid "
+    echo "$output" | grep -q "two jobs would remove each other's checkpoints"
+    [[ "$output" != *"epoch 1/1"* ]]
+    wait "$pid"
+    # the first job's newest checkpoint is there: the second one removed nothing
+    n=$(grep -c '^checkpoint [0-9]*:' "$TMP/first")
+    [ -s "$TMP/ck/ckpt-$n/manifest" ]
+    # ended, it holds no lock: its directory resumes (and is written again)
+    run "$HETPIPE" "${args[@]}" --emulate off --epochs 2 --resume auto
+    echo "$output" | grep -E "resum|error"
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -q "resumed from checkpoint $n"
+    [ "$(sed -n 's/^job = //p' "$TMP/ck/hetpipe.job")" != "$job" ]
+}
+
+@test "resume: another --train-limit is refused, another --epochs said; a bad position, a linked part, a FIFO manifest are named; a manifest's control characters escaped" {
+    run "$HETPIPE" run --local --epochs 1 --train-limit 640 --test-limit 200 --emulate off \
+        --checkpoint-dir "$TMP/ck" --checkpoint-every 320 --log-every 0
+    [ "$status" -eq 0 ]
+    ck=$TMP/ck/ckpt-1
+    [ -s "$ck/manifest" ]
+    args=(run --local --epochs 1 --test-limit 200 --emulate off --log-every 0)
+    run "$HETPIPE" "${args[@]}" --train-limit 1280 --resume "$ck"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    echo "$output" | grep -q "it was taken in a job of 640 training samples; this job has 1280 (--train-limit): the data order"
+    # a position past the epoch's end (the manifest edited, its checksum made right)
+    cp -r "$ck" "$TMP/pos"
+    sed -i 's/^minibatch = .*/minibatch = 500/' "$TMP/pos/manifest"
+    rechecksum "$TMP/pos/manifest"
+    run "$HETPIPE" "${args[@]}" --train-limit 640 --resume "$TMP/pos"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    echo "$output" | grep -q "its position (epoch 1, minibatch 500) is past the end of an epoch (640 samples at batch 64 over 1 VWs: 10 minibatches per VW and epoch"
+    [[ "$output" != *"leaves nothing to train"* ]]
+    # a part that is a symbolic link to a good copy of itself
+    cp -r "$ck" "$TMP/link"
+    mv "$TMP/link/rank-2.part" "$TMP/rank-2.part"
+    ln -s "$TMP/rank-2.part" "$TMP/link/rank-2.part"
+    run "$HETPIPE" "${args[@]}" --train-limit 640 --resume "$TMP/link"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    echo "$output" | grep -q "rank-2.part is a symbolic link, not a regular file"
+    # a FIFO as the manifest: named, never waited on, by --resume DIR and by --resume auto
+    mkdir "$TMP/ck2"
+    cp -r "$ck" "$TMP/ck2/ckpt-1"
+    cp -r "$ck" "$TMP/ck2/ckpt-2"
+    rm "$TMP/ck2/ckpt-2/manifest"
+    mkfifo "$TMP/ck2/ckpt-2/manifest"
+    run timeout 30 "$HETPIPE" "${args[@]}" --train-limit 640 --resume "$TMP/ck2/ckpt-2"
+    echo "$output"
+    [ "$status" -ne 124 ]
+    echo "$output" | grep -q "cannot read its manifest: it is a FIFO, not a regular file"
+    run timeout 30 "$HETPIPE" "${args[@]}" --train-limit 640 --epochs 2 \
+        --checkpoint-dir "$TMP/ck2" --resume auto
+    echo "$output"
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -q "ckpt-2 is not valid (skipped): cannot read its manifest: it is a FIFO"
+    echo "$output" | grep -q "resumed from checkpoint 1"
+    # a value with a terminal escape in it: quoted escaped
+    cp -r "$ck" "$TMP/esc"
+    sed -i 's/^batch = .*/batch = 64\x1b]0;owned\x07/' "$TMP/esc/manifest"
+    rechecksum "$TMP/esc/manifest"
+    run "$HETPIPE" "${args[@]}" --train-limit 640 --resume "$TMP/esc"
+    [ "$status" -ne 0 ]
+    echo "$output" | cat -v
+    [[ "$output" != *$'\033'* && "$output" != *$'\007'* ]]
+    echo "$output" | grep -qF "batch: bad value '64\\x1b]0;owned\\x07'"
 }

@@ -172,3 +172,53 @@ rank_on() {
         echo "$output" | grep -q "missing required key '$key'"
     done
 }
+
+@test "input files: a FIFO as cluster, config, model, plan or data file is named, never waited on" {
+    mkfifo "$TMP/fifo"
+    for args in "plan --cluster $TMP/fifo" "plan --cluster local4 --config $TMP/fifo" \
+        "plan --cluster local4 --model $TMP/fifo" "model --model $TMP/fifo"; do
+        run timeout 20 "$HETPIPE" $args
+        echo "$output"
+        [ "$status" -ne 124 ]
+        [ "$status" -ne 0 ]
+        echo "$output" | grep -qF "'$TMP/fifo': it is a FIFO, not a regular file"
+    done
+    rank_on "$TMP/fifo"
+    echo "$output" | grep -qF "'$TMP/fifo': it is a FIFO, not a regular file"
+    mkdir "$TMP/data"
+    mkfifo "$TMP/data/train-images-idx3-ubyte.gz"
+    run timeout 20 "$HETPIPE" train --data "$TMP/data" --epochs 1 --train-limit 64
+    echo "$output"
+    [ "$status" -ne 124 ]
+    echo "$output" | grep -q "train-images-idx3-ubyte.gz': it is a FIFO, not a regular file"
+}
+
+@test "input files: control characters in a config file are refused, naming the line; none reaches the terminal" {
+    printf '[cluster]\nname = x\n\033]0;owned\007\033[2Jkey = 1\n' > "$TMP/c.ini"
+    printf '[cluster]\nname = x\033[31mred\n\n[node1]\ngpus = titanv:1\n' > "$TMP/n.ini"
+    printf '[cluster]\r\nname = crlf\r\n\r\n[node1]\r\ngpus =\ttitanv:1\r\n' > "$TMP/ok.ini"
+    for f in c n; do
+        run "$HETPIPE" plan --cluster "$TMP/$f.ini"
+        echo "$output" | cat -v
+        [ "$status" -ne 0 ]
+        [[ "$output" != *$'\033'* && "$output" != *$'\007'* ]]
+    done
+    echo "$output" | grep -qF "n.ini: line 2, column 9: a control character (0x1b); the file must be text (a tab is allowed)"
+    # a line break of Windows and a tab are text
+    run "$HETPIPE" plan --cluster "$TMP/ok.ini" --model cnn
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "run --local: more ranks than this machine can hold are refused, naming the limit, before any rank starts" {
+    { printf '[cluster]\nname = many\n'
+      for i in $(seq 100); do printf '\n[n%d]\ngpus = titanv:1\n' "$i"; done; } > "$TMP/many.ini"
+    cores=$(getconf _NPROCESSORS_ONLN)
+    most=$((8 * cores > 64 ? 8 * cores : 64))
+    run timeout 60 "$HETPIPE" run --local --cluster "$TMP/many.ini" --policy np --epochs 1 \
+        --train-limit 640 --run-dir "$TMP/run"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    echo "$output" | grep -qF "run: the plan has 200 ranks, more than this machine can hold: at most $most (max(64, 8 x $cores cores): every rank of a local job is a process on this machine's cores)"
+    [ -z "$(ls "$TMP/run" 2> /dev/null)" ]
+}

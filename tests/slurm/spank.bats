@@ -308,7 +308,9 @@ bind_error() {
 @test "binding: an unreadable or garbage binding file is an error, not a crash" {
     bind_error "$PWD/nonexistent" "cannot open it: No such file or directory"
     mkdir dir
-    bind_error "$PWD/dir" "it is not a regular file"
+    bind_error "$PWD/dir" "cannot open it: it is a directory, not a regular file"
+    mkfifo fifo
+    bind_error "$PWD/fifo" "cannot open it: it is a FIFO, not a regular file"
     head -c 4096 /dev/urandom > garbage
     bind_error "$PWD/garbage" "line "
     printf '0 node1 0 vw0.stage0 extra\n' > bind

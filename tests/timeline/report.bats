@@ -175,3 +175,32 @@ EOF
     [ "$status" -eq 2 ]
     [[ "$output" == *"unknown option '--frobnicate'"* ]]
 }
+
+@test "report and timeline: a FIFO in place of a part, stats, metrics, log or plan is named and left out, never waited on" {
+    mkdir "$TMP/fifo"
+    cp "$JOB"/plan.ini "$JOB"/stats.* "$JOB"/timeline.* "$JOB"/metrics.csv "$TMP/fifo/"
+    for f in timeline.1 stats.0 metrics.csv rank-1.log; do
+        rm -f "$TMP/fifo/$f"
+        mkfifo "$TMP/fifo/$f"
+    done
+    run timeout 20 "$HETPIPE" timeline "$TMP/fifo" --out "$TMP/m.json"
+    echo "$output"
+    [ "$status" -ne 124 ]
+    echo "$output" | grep -q "timeline.1': it is a FIFO, not a regular file"
+    [ -s "$TMP/m.json" ]
+    run timeout 20 "$HETPIPE" report "$TMP/fifo"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    page="$TMP/fifo/report.html"
+    grep -q 'stats.0: cannot be read (it is a FIFO, not a regular file); left out' "$page"
+    grep -q 'no metrics.csv: it is a FIFO, not a regular file' "$page"
+    grep -q 'timeline.1.*it is a FIFO, not a regular file' "$page"
+    # the plan itself: refused, named
+    rm "$TMP/fifo/plan.ini"
+    mkfifo "$TMP/fifo/plan.ini"
+    run timeout 20 "$HETPIPE" report "$TMP/fifo"
+    echo "$output"
+    [ "$status" -ne 124 ]
+    [ "$status" -ne 0 ]
+    echo "$output" | grep -q "plan.ini': it is a FIFO, not a regular file"
+}

@@ -5,6 +5,7 @@
  * back under the same plan exactly and under another plan unit by unit, where a run starts. */
 #include "ckpt.h"
 #include "ckptfile.h"
+#include "ckptlock.h"
 #include "cost.h"
 #include "error.h"
 #include "gpudb.h"
@@ -15,10 +16,12 @@
 #include "util.h"
 
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* A checkpoint directory DIR/ckpt-SEQ with one part (rank 0: two records), a plan.ini and a
@@ -191,6 +194,7 @@ START_TEST(latest_and_prune)
     make_ckpt(parent, 4, d4, sizeof(d4));
     snprintf(path, sizeof(path), "%s/manifest", d4);
     unlink(path); /* the newest is incomplete: not a checkpoint */
+    ck_assert_int_eq(mkfifo(path, 0600), 0); /* and its "manifest" a FIFO: never waited on */
     test_capture_begin();
     ck_assert_int_eq(hp_ckpt_latest(parent, &ci), 0);
     ck_assert_ptr_nonnull(strstr(test_capture_end(), "ckpt-4 is not valid (skipped)"));
@@ -520,6 +524,87 @@ START_TEST(units_round_trip_and_replan)
 }
 END_TEST
 
+/* A child that holds parent's lock as a job of Slurm job `slurm` ("" for none) for hold_ms,
+ * then ends (hold_ms < 0: until killed); the test goes on once it holds it. */
+static pid_t lock_holder(const char *parent, const char *slurm, int hold_ms)
+{
+    int p[2];
+    char c;
+
+    ck_assert_int_eq(pipe(p), 0);
+    const pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char why[1200];
+        if (slurm[0])
+            setenv("SLURM_JOB_ID", slurm, 1);
+        else
+            unsetenv("SLURM_JOB_ID");
+        if (hp_ckpt_parent_lock(parent, 0, why, sizeof(why)))
+            _exit(1);
+        if (write(p[1], "x", 1) != 1)
+            _exit(1);
+        if (hold_ms < 0)
+            pause();
+        usleep((useconds_t)hold_ms * 1000);
+        _exit(0);
+    }
+    close(p[1]);
+    ck_assert_int_eq(read(p[0], &c, 1), 1);
+    close(p[0]);
+    return pid;
+}
+
+/* The lock of a checkpoint directory: a second job is refused naming the first; a killed
+ * holder leaves it free; an earlier run of the same Slurm job (requeued) is waited for, within
+ * the deadline; a regular file is no directory. */
+START_TEST(directory_lock_and_owner)
+{
+    const char *dir = test_fresh_dir();
+    char parent[4200], file[4200], why[1200];
+    int st;
+
+    snprintf(parent, sizeof(parent), "%s/ck", dir);
+    ck_assert_int_eq(hp_ckpt_parent_check(parent, why, sizeof(why)), 0); /* not there yet */
+    unsetenv("SLURM_JOB_ID");
+    pid_t a = lock_holder(parent, "", -1);
+    ck_assert_int_eq(hp_ckpt_parent_check(parent, why, sizeof(why)), -HP_EBUSY);
+    ck_assert_msg(strstr(why, "it is in use by another job (job ") && strstr(why, "pid "),
+                  "why: %s", why);
+    ck_assert_int_eq(hp_ckpt_parent_lock(parent, 2000, why, sizeof(why)), -HP_EBUSY);
+    kill(a, SIGKILL); /* a killed job holds nothing */
+    waitpid(a, &st, 0);
+    ck_assert_int_eq(hp_ckpt_parent_check(parent, why, sizeof(why)), 0);
+    ck_assert_int_eq(hp_ckpt_parent_lock(parent, 0, why, sizeof(why)), 0);
+    hp_ckpt_parent_unlock();
+
+    /* Slurm job 77 requeued: its earlier run ends 0.5 s later; waited for */
+    a = lock_holder(parent, "77", 500);
+    setenv("SLURM_JOB_ID", "78", 1);
+    ck_assert_int_eq(hp_ckpt_parent_check(parent, why, sizeof(why)), -HP_EBUSY);
+    ck_assert_ptr_nonnull(strstr(why, ", Slurm job 77)"));
+    setenv("SLURM_JOB_ID", "77", 1);
+    ck_assert_int_eq(hp_ckpt_parent_check(parent, why, sizeof(why)), 0);
+    ck_assert_int_eq(hp_ckpt_parent_lock(parent, 3000, why, sizeof(why)), 0);
+    hp_ckpt_parent_unlock();
+    waitpid(a, &st, 0);
+    /* ... but not past the deadline */
+    a = lock_holder(parent, "77", -1);
+    ck_assert_int_eq(hp_ckpt_parent_lock(parent, 300, why, sizeof(why)), -HP_EBUSY);
+    kill(a, SIGKILL);
+    waitpid(a, &st, 0);
+    unsetenv("SLURM_JOB_ID");
+
+    snprintf(file, sizeof(file), "%s/file", dir);
+    FILE *f = fopen(file, "w");
+    fclose(f);
+    ck_assert_int_eq(hp_ckpt_parent_check(file, why, sizeof(why)), -HP_EINVAL);
+    ck_assert_str_eq(why, "it is a regular file, not a directory");
+    ck_assert_int_eq(hp_ckpt_parent_lock(file, 0, why, sizeof(why)), -HP_EINVAL);
+    test_remove_dir(dir);
+}
+END_TEST
+
 Suite *suite_ckpt(void)
 {
     Suite *s = suite_create("ckpt");
@@ -534,6 +619,7 @@ Suite *suite_ckpt(void)
     tc = tcase_create("extremes");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, manifest_extremes);
+    tcase_add_test(tc, directory_lock_and_owner);
     suite_add_tcase(s, tc);
     return s;
 }

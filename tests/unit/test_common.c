@@ -4,12 +4,15 @@
 #include "util.h"
 
 #include "error.h"
+#include "infile.h"
 #include "ini.h"
+#include "log.h"
 #include "parse.h"
 #include "process.h"
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ptrace.h>
@@ -252,6 +255,79 @@ START_TEST(rank_exit_files)
 }
 END_TEST
 
+/* Every reader's open: a regular file only, a FIFO refused without waiting for a writer (the
+ * test's timeout would catch a wait), a link refused where hetpipe wrote the file. */
+START_TEST(infile_regular_files_only)
+{
+    const char *dir = test_fresh_dir();
+    char reg[4200], fifo[4200], link[4200], why[256];
+    struct stat st;
+    int err = 0;
+
+    snprintf(reg, sizeof(reg), "%s/reg.ini", dir);
+    snprintf(fifo, sizeof(fifo), "%s/fifo.ini", dir);
+    snprintf(link, sizeof(link), "%s/link.ini", dir);
+    FILE *f = fopen(reg, "w");
+    fputs("[a]\nb = 1\n", f);
+    fclose(f);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(symlink(reg, link), 0);
+
+    int fd = hp_infile_open(reg, HP_INFILE_NOFOLLOW, &st);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fcntl(fd, F_GETFL) & O_NONBLOCK, 0); /* back to blocking reads */
+    close(fd);
+    ck_assert_int_eq(hp_infile_open(fifo, 0, &st), -HP_ENOTREG);
+    ck_assert_str_eq(hp_infile_why(-HP_ENOTREG, &st), "it is a FIFO, not a regular file");
+    ck_assert_int_eq(hp_infile_open(dir, 0, &st), -HP_ENOTREG);
+    ck_assert_str_eq(hp_infile_kind(&st), "a directory");
+    ck_assert_int_eq(hp_infile_open("/dev/null", 0, &st), -HP_ENOTREG);
+    ck_assert_str_eq(hp_infile_kind(&st), "a character device");
+    ck_assert_int_eq(hp_infile_open(link, HP_INFILE_NOFOLLOW, &st), -HP_ENOTREG);
+    ck_assert_str_eq(hp_infile_why(-HP_ENOTREG, &st), "it is a symbolic link, not a regular file");
+    fd = hp_infile_open(link, 0, &st); /* followed where the user names the file */
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_ptr_null(hp_infile_fopen("/nonexistent/x", 0, NULL, &err));
+    ck_assert_int_eq(err, -ENOENT);
+
+    /* the INI reader: a FIFO is named, not waited on */
+    struct hp_ini *ini = NULL;
+    hp_log_capture(why, sizeof(why));
+    ck_assert_int_eq(hp_ini_load(fifo, &ini), -HP_ENOTREG);
+    hp_log_capture(NULL, 0);
+    ck_assert_ptr_nonnull(strstr(why, "it is a FIFO, not a regular file"));
+    ck_assert_int_eq(hp_ini_load(link, &ini), 0);
+    hp_ini_destroy(ini);
+    /* iniparser reads the checked descriptor; its message names the file as given */
+    f = fopen(reg, "w");
+    fputs("[a]\nthis is bad\n", f);
+    fclose(f);
+    hp_log_capture(why, sizeof(why));
+    ck_assert_int_eq(hp_ini_load(reg, &ini), -HP_ECONFIG);
+    hp_log_capture(NULL, 0);
+    ck_assert_msg(strstr(why, "syntax error in ") && strstr(strstr(why, "syntax error in "), reg) &&
+                      !strstr(why, "/proc/self/fd"),
+                  "why: %s", why);
+    test_remove_dir(dir);
+}
+END_TEST
+
+/* What a message quotes from a file reaches a terminal escaped. */
+START_TEST(control_characters_escaped)
+{
+    char buf[64], got[256];
+
+    ck_assert_str_eq(hp_str_escape("a\x1b[2Jb\r\n\x7f", buf, sizeof(buf)),
+                     "a\\x1b[2Jb\\x0d\\x0a\\x7f");
+    ck_assert_str_eq(hp_str_escape("\x01\x01\x01\x01\x01\x01", buf, 16), "\\x01\\x01...");
+    hp_log_capture(got, sizeof(got));
+    hp_error("key '%s'", "k\x1b]0;owned\x07\n");
+    hp_log_capture(NULL, 0);
+    ck_assert_str_eq(got, "key 'k\\x1b]0;owned\\x07\\x0a'");
+}
+END_TEST
+
 Suite *suite_common(void)
 {
     Suite *s = suite_create("common");
@@ -266,6 +342,8 @@ Suite *suite_common(void)
     tcase_add_test(t, ini_refuses_what_iniparser_hides);
     tcase_add_test(t, pid_stopped_by_a_signal_not_by_a_tracer);
     tcase_add_test(t, rank_exit_files);
+    tcase_add_test(t, infile_regular_files_only);
+    tcase_add_test(t, control_characters_escaped);
     suite_add_tcase(s, t);
     return s;
 }

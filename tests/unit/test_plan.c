@@ -11,6 +11,7 @@
 #include "model.h"
 #include "plan.h"
 #include "planfile.h"
+#include "planjob.h"
 #include "planner.h"
 
 #include <check.h>
@@ -772,6 +773,45 @@ START_TEST(binding_file_rules)
 }
 END_TEST
 
+/* run --local's limits: the rank count by cores, the memory by what is available, each said
+ * with what it is made of. */
+START_TEST(local_job_fits_the_machine)
+{
+    struct hp_model model = {.nparams = 1000000};
+    struct hp_vw_plan vws[70];
+    struct hp_job job = {.model = &model};
+    char why[1024];
+
+    memset(vws, 0, sizeof(vws));
+    for (int v = 0; v < 70; v++) {
+        vws[v].nstages = 1;
+        vws[v].stages[0].memory = 100.0 * 1048576.0;
+    }
+    job.plan.vws = vws;
+    job.plan.nvws = 60;
+    job.plan.nshards = 0;
+    job.plan.nranks = 64;
+    ck_assert_int_eq(hp_job_local_fits(&job, 2, 0.0, why, sizeof(why)), 0); /* 64 on 2 cores */
+    job.plan.nranks = 65;
+    ck_assert_int_eq(hp_job_local_fits(&job, 2, 0.0, why, sizeof(why)), -HP_EINVAL);
+    ck_assert_str_eq(why, "the plan has 65 ranks, more than this machine can hold: at most 64 "
+                          "(max(64, 8 x 2 cores): every rank of a local job is a process on this "
+                          "machine's cores)");
+    ck_assert_int_eq(hp_job_local_fits(&job, 16, 0.0, why, sizeof(why)), 0); /* 128 on 16 */
+    job.plan.nranks = 8193;
+    ck_assert_int_eq(hp_job_local_fits(&job, 16, 0.0, why, sizeof(why)), -HP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "at most 128 (max(64, 8 x 16 cores)"));
+    /* 60 VWs of one 100 MiB stage, 64 ranks: 64 x 32 + 60 x 256 + 60 x 100 MiB = 22.9 GiB */
+    job.plan.nranks = 64;
+    ck_assert_int_eq(hp_job_local_fits(&job, 2, 24.0 * 1073741824.0, why, sizeof(why)), 0);
+    ck_assert_int_eq(hp_job_local_fits(&job, 2, 20.0 * 1073741824.0, why, sizeof(why)),
+                     -HP_ENOMEM);
+    ck_assert_str_eq(why, "the plan's 64 ranks need about 22.9 GiB (32 MiB of each rank's own, "
+                          "256 MiB of data per VW, each stage's planned memory), more than the "
+                          "20.0 GiB this machine has available (MemAvailable)");
+}
+END_TEST
+
 Suite *suite_plan(void)
 {
     Suite *s = suite_create("plan");
@@ -791,6 +831,7 @@ Suite *suite_plan(void)
     tcase_add_test(t, impossible_requests);
     tcase_add_test(t, binding_round_trip_and_rejects);
     tcase_add_test(t, binding_file_rules);
+    tcase_add_test(t, local_job_fits_the_machine);
     suite_add_tcase(s, t);
     return s;
 }
