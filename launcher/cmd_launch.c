@@ -52,7 +52,7 @@ struct launch {
     struct hp_layout L;
     unsigned long jobid;
     char dir[4096], plan_path[4200], bind_path[4200], host_path[4200], rank_bin[4096];
-    char ckpt_dir[4200], resume[4200];
+    char ckpt_dir[4200], resume[4200], emu[64];
     const char *av[MAX_ARGS];
     int ac;
     char store[1 << 17]; /* the ranks' option strings */
@@ -175,6 +175,13 @@ static int srun_args(struct launch *l)
     if (!l->o.metrics) {
         l->av[l->ac++] = "--metrics";
         l->av[l->ac++] = hp_keep("%s/metrics.csv", l->dir);
+    }
+    /* --emulate (auto measured here): CPU ranks padded to the planned GPUs' times x S, for
+     * clusters whose GRES are not real GPUs */
+    if (l->o.emulate != 0.0) {
+        snprintf(l->emu, sizeof(l->emu), "%.9g", hp_job_emulation(&l->job, l->o.emulate));
+        l->av[l->ac++] = "--emulate";
+        l->av[l->ac++] = l->emu;
     }
     if (l->o.timeline) {
         l->av[l->ac++] = "--timeline";
