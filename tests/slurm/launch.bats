@@ -94,7 +94,8 @@ wait_gone() {
 # fault_job WHAT: a training job (start_training), then WHAT to node3: KILL (kill -9) or STOP
 # (SIGSTOP) its worker rank (its GPU's stage), or LOST (its slurmd, its step daemon and its
 # tasks killed, as a node that is lost with them; its slurmd is started again after the job);
-# waits until no process of the job is left (wait_gone, at most 60 s here); sets $ms (since
+# waits until no process of the job is left and the job is no longer running (at most 60 s);
+# sets $ms (since
 # the fault), $code (the job's ExitCode from scontrol) and $stage (the victim's stage)
 fault_job() {
     local what=$1 p task victims="" stepd=""
@@ -119,8 +120,10 @@ fault_job() {
         STOP) kill -STOP $victims ;;
         LOST) kill -9 "$(cat "$HP_SLURM_DIR/run/slurmd-node3.pid")" $stepd $victims ;;
     esac
+    # the ranks and srun gone, and hetpipe launch (the batch script) ended
     local i=0
-    while pgrep -f "hetpipe-$job/" > /dev/null && [ $i -lt 600 ]; do
+    while { pgrep -f "hetpipe-$job/" > /dev/null || [ -n "$(squeue -h -j "$job" -t R 2> /dev/null)" ]; } &&
+        [ $i -lt 600 ]; do
         sleep 0.1
         i=$((i + 1))
     done
