@@ -157,3 +157,57 @@ const char *hp_signal_name(int sig, char *buf, size_t n)
     snprintf(buf, n, "signal %d", sig);
     return buf;
 }
+
+int hp_rank_beat_create(const char *dir, int rank, char *path, size_t n)
+{
+    const int w = snprintf(path, n, "%s/rank-%d.alive", dir, rank);
+    int fd;
+
+    if (w < 0 || (size_t)w >= n) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return hp_rank_beat(path, 0);
+}
+
+int hp_rank_beat(const char *path, unsigned long count)
+{
+    char text[32];
+    const int len = snprintf(text, sizeof(text), "%020lu\n", count);
+    const int fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int rc = 0;
+
+    if (fd < 0)
+        return -1;
+    if (pwrite(fd, text, (size_t)len, 0) != len)
+        rc = -1;
+    if (close(fd) != 0)
+        rc = -1;
+    return rc;
+}
+
+int hp_rank_beat_read(const char *dir, int rank, unsigned long *count)
+{
+    char path[4200], text[32], *end;
+    struct stat st;
+    ssize_t n;
+    int fd;
+
+    if (snprintf(path, sizeof(path), "%s/rank-%d.alive", dir, rank) >= (int)sizeof(path))
+        return -1;
+    fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, text, sizeof(text) - 1, 0) : -1;
+    close(fd);
+    if (n != 21)
+        return -1;
+    text[n] = '\0';
+    errno = 0;
+    *count = strtoul(text, &end, 10);
+    return errno || *end != '\n' ? -1 : 0;
+}

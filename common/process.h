@@ -38,6 +38,19 @@ struct hp_rank_exit {
 int hp_rank_exit_save(const char *dir, int rank, const struct hp_rank_exit *e);
 int hp_rank_exit_load(const char *dir, int rank, struct hp_rank_exit *e);
 
+/* A rank's heartbeat under hetpipe launch, DIR/rank-R.alive: a count that a thread of the rank
+ * rewrites every HP_BEAT_S (it goes on while the rank computes or waits, and stops when the
+ * process is stopped or its node hangs or is lost); hetpipe launch finds a rank whose count
+ * has not moved for HP_SILENT_S silent. Each write opens, writes and closes the file (what a
+ * shared file system's close-to-open consistency shows the reader). create: a new file, 0 or
+ * -1 (errno; it exists: a file this rank did not create, so no heartbeat); beat: rewrite it
+ * with `count`; read: 0 with *count, or -1 (none yet, or not a heartbeat). */
+#define HP_BEAT_S 1.0
+#define HP_SILENT_S 10.0
+int hp_rank_beat_create(const char *dir, int rank, char *path, size_t n);
+int hp_rank_beat(const char *path, unsigned long count);
+int hp_rank_beat_read(const char *dir, int rank, unsigned long *count);
+
 /* "SIGKILL" for 9, ...; "signal N" for one without a name here (buf, n bytes). */
 const char *hp_signal_name(int sig, char *buf, size_t n);
 

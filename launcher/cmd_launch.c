@@ -56,6 +56,9 @@ struct launch {
     const char *av[MAX_ARGS];
     int ac;
     char store[1 << 17]; /* the ranks' option strings */
+    struct hp_watch watch; /* the ranks' heartbeats (outcome.h) */
+    int silent;            /* the rank found silent, -1 */
+    double silent_s;       /* for how long */
 };
 
 static int job_id(unsigned long *out)
@@ -252,6 +255,27 @@ static int ranks_ended(const struct launch *l, int *worst, int *failed)
     return n;
 }
 
+/* Before any rank has failed or ended: is one silent (no heartbeat for HP_SILENT_S: stopped,
+ * or its node hangs or is lost, on whatever host; its peers would wait out their --timeout)?
+ * Then every task of the job's steps gets SIGKILL (a stopped one ignores the SIGTERM srun
+ * would send), and the job's status is HP_EXIT_SILENT (job_status). */
+static int silent(struct launch *l, double now)
+{
+    char role[256];
+    const int r = hp_watch_silent(&l->watch, l->dir, now, &l->silent_s);
+
+    if (r < 0)
+        return 0;
+    l->silent = r;
+    hp_plan_describe_rank(&l->job.plan, &l->job.cl, &l->job.db, r, role, sizeof(role));
+    hp_error("launch: rank %d (%s) is silent: no heartbeat for %.0f s (stopped, or its node "
+             "hangs or is lost); killing the job's tasks",
+             r, role, l->silent_s);
+    fflush(stderr);
+    hp_slurm_kill_steps(l->jobid, SIGKILL);
+    return 1;
+}
+
 /* Wait for srun (signals to us passed on), every 0.2 s. srun may not end when its tasks have
  * (Slurm 22.05's mpi/pmix plugin can hang in its abort agent at the end of a heterogeneous
  * step): once every rank has ended, srun gets --timeout seconds to end, then SIGTERM and, 5 s
@@ -289,6 +313,10 @@ static int wait_srun(struct launch *l, pid_t pid, int *status)
             term_at = now;
             killed = 1;
         }
+        if (failed_at == 0.0 && ended_at == 0.0 && term_at == 0.0 && silent(l, now)) {
+            term_at = now;
+            killed = 1;
+        }
         if (failed_at > 0.0 && term_at == 0.0 && now - failed_at > FAIL_GRACE_S) {
             hp_warn("launch: a rank failed %.0f s ago, but srun has not ended: stopping it (the "
                     "exits of a lost node's tasks never reach it)",
@@ -320,6 +348,14 @@ static int job_status(struct launch *l, int status)
     struct hp_outcome out;
     char role[256];
 
+    if (l->silent >= 0) {
+        hp_plan_describe_rank(&l->job.plan, &l->job.cl, &l->job.db, l->silent, role,
+                              sizeof(role));
+        hp_error("launch: the job failed: rank %d (%s) was silent: no heartbeat for %.0f s; exit "
+                 "status %d",
+                 l->silent, role, l->silent_s, HP_EXIT_SILENT);
+        return HP_EXIT_SILENT;
+    }
     if (hp_outcome_read(l->dir, l->job.plan.nranks, &out) || out.kind == HP_OUTCOME_NONE)
         return srun_rc;
     if (out.kind == HP_OUTCOME_STOPPED) {
@@ -345,6 +381,12 @@ static int run_srun(struct launch *l)
     struct sigaction sa = {0};
     int status = 0;
 
+    l->silent = -1;
+    if (hp_watch_init(&l->watch, l->job.plan.nranks)) {
+        hp_watch_release(&l->watch);
+        hp_error("launch: out of memory");
+        return 1;
+    }
     sa.sa_sigaction = on_signal;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
@@ -464,6 +506,7 @@ int hp_cmd_launch(int argc, char **argv)
     rc = hp_cmd_options(HP_CMD_LAUNCH, synopsis, argc, argv, &l->o, 0, NULL);
     if (rc < 0)
         rc = launch(l);
+    hp_watch_release(&l->watch);
     hp_layout_release(&l->L);
     hp_job_release(&l->job);
     hp_alloc_release(&l->a);

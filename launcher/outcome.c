@@ -123,3 +123,46 @@ int hp_outcome_read(const char *dir, int nranks, struct hp_outcome *out)
     free(R);
     return 0;
 }
+
+int hp_watch_init(struct hp_watch *w, int nranks)
+{
+    *w = (struct hp_watch){.nranks = nranks};
+    w->count = calloc(nranks > 0 ? (size_t)nranks : 1, sizeof(*w->count));
+    w->moved = calloc(nranks > 0 ? (size_t)nranks : 1, sizeof(*w->moved));
+    return w->count && w->moved ? 0 : -HP_ENOMEM;
+}
+
+int hp_watch_silent(struct hp_watch *w, const char *dir, double now, double *quiet)
+{
+    const int fresh = now - w->checked > 3.0 * HP_BEAT_S;
+    unsigned long c;
+    int st;
+
+    if (now - w->checked < HP_BEAT_S)
+        return -1;
+    w->checked = now;
+    for (int r = 0; r < w->nranks; r++) {
+        if (hp_rank_beat_read(dir, r, &c))
+            continue;
+        if (w->moved[r] == 0.0 || c != w->count[r]) { /* first seen (-1), or moved */
+            w->moved[r] = w->moved[r] == 0.0 ? -1.0 : now;
+            w->count[r] = c;
+            continue;
+        }
+        if (w->moved[r] > 0.0 && fresh)
+            w->moved[r] = now;
+        if (w->moved[r] > 0.0 && now - w->moved[r] >= HP_SILENT_S &&
+            hp_rank_exit_read(dir, r, &st) != 0) {
+            *quiet = now - w->moved[r];
+            return r;
+        }
+    }
+    return -1;
+}
+
+void hp_watch_release(struct hp_watch *w)
+{
+    free(w->count);
+    free(w->moved);
+    *w = (struct hp_watch){0};
+}

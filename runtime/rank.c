@@ -37,12 +37,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char synopsis[] =
@@ -133,6 +135,40 @@ static void record_signals(const struct hp_options *o, long rank)
         if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
             sigaction(sig, &sa, NULL);
     }
+}
+
+/* Under hetpipe launch: the heartbeat (process.h), rewritten every HP_BEAT_S by a thread of its
+ * own with every signal blocked, for as long as the process runs. */
+static char beat_path[4200];
+
+static void *heartbeat(void *arg)
+{
+    (void)arg;
+    for (unsigned long n = 1;; n++) {
+        const struct timespec ts = {.tv_sec = (time_t)HP_BEAT_S,
+                                    .tv_nsec = (long)((HP_BEAT_S - (time_t)HP_BEAT_S) * 1e9)};
+        nanosleep(&ts, NULL);
+        if (hp_rank_beat(beat_path, n))
+            return NULL; /* the run directory is gone: the job is over */
+    }
+}
+
+static void start_heartbeat(const struct hp_options *o, long rank)
+{
+    sigset_t all, old;
+    pthread_t t;
+
+    if (hp_rank_beat_create(o->run_dir, (int)rank, beat_path, sizeof(beat_path))) {
+        hp_warn("rank %ld: no heartbeat in %s (hetpipe launch cannot tell whether it is "
+                "silent): %s",
+                rank, o->run_dir, strerror(errno));
+        return;
+    }
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, NULL, heartbeat, NULL) == 0)
+        pthread_detach(t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Under Slurm: check what the plan gives rank `rank` against what this task has, and bind its
@@ -440,8 +476,10 @@ int main(int argc, char **argv)
         rc = bootstrap(&r);
     if (!rc)
         rc = bind_rank(&r);
-    if (!rc && r.o.run_dir)
+    if (!rc && r.o.run_dir) {
         record_signals(&r.o, r.rank);
+        start_heartbeat(&r.o, r.rank);
+    }
     if (!rc)
         rc = run_role(&r);
     rc = rank_release(&r, rc);
