@@ -58,11 +58,11 @@ submit() {
     [ -n "$job" ] && [ -f "$out" ] && cat "$out"
 }
 
-# start_training: submit cnn-ed-local.sbatch for 50 epochs (it runs until stopped), wait until
-# the ranks train (progress lines, at most 60 s); sets $job and $out
+# start_training [SBATCH-OPTIONS...]: submit cnn-ed-local.sbatch for 50 epochs (it runs until
+# stopped), wait until the ranks train (progress lines, at most 60 s); sets $job and $out
 start_training() {
     run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
-        "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
+        "$@" "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
     echo "$output"
     [ "$status" -eq 0 ]
     job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
@@ -91,15 +91,16 @@ wait_gone() {
     ms=$((($(date +%s%N) - t0) / 1000000))
 }
 
-# fault_job WHAT: a training job (start_training), then WHAT to node3: KILL (kill -9) or STOP
-# (SIGSTOP) its worker rank (its GPU's stage), or LOST (its slurmd, its step daemon and its
-# tasks killed, as a node that is lost with them; its slurmd is started again after the job);
-# waits until no process of the job is left and the job is no longer running (at most 60 s);
-# sets $ms (since
-# the fault), $code (the job's ExitCode from scontrol) and $stage (the victim's stage)
+# fault_job WHAT [SBATCH-OPTIONS...]: a training job (start_training with them), then WHAT to
+# node3: KILL (kill -9) or STOP (SIGSTOP) its worker rank (its GPU's stage), or LOST (its
+# slurmd, its step daemon and its tasks killed, as a node that is lost with them; its slurmd is
+# started again after the job); waits until no process of the job is left and the job is no
+# longer running (at most 60 s); sets $ms (since the fault), $code (the job's ExitCode from
+# scontrol) and $stage (the victim's stage)
 fault_job() {
     local what=$1 p task victims="" stepd=""
-    start_training
+    shift
+    start_training "$@"
     task=$(awk '$2 == "node3" && $4 ~ /^vw0\.stage/ { print $1 }' "hetpipe-$job/binding")
     stage=$(awk '$2 == "node3" && $4 ~ /^vw0\.stage/ { sub(/vw0\.stage/, "", $4); print $4 }' "hetpipe-$job/binding")
     [ -n "$task" ]
@@ -342,6 +343,15 @@ type_of() {
     grep -q "exit status 147$" "$out"
     [ "$code" = "147:0" ]
     [ "$ms" -lt 10000 ]
+}
+
+@test "a stopped rank that no peer can see (HETPIPE_LIVENESS=exit: as on another host) is found silent by its heartbeat within 15 s, not after --timeout (60 s); the job exits 124 naming it" {
+    fault_job STOP --export=ALL,HETPIPE_LIVENESS=exit
+    grep -q "launch: rank [0-9] (vw 0 stage $stage, rtx2060 on node3) is silent: no heartbeat for 1[0-9] s" "$out"
+    grep -q "launch: the job failed: rank [0-9] (vw 0 stage $stage, rtx2060 on node3) was silent: no heartbeat for 1[0-9] s; exit status 124" "$out"
+    [ "$code" = "124:0" ]
+    [ "$ms" -lt 15000 ]
+    ! grep -q "stopped (SIGSTOP)" "$out"
 }
 
 @test "a lost node (its slurmd, step daemon and tasks killed): the job ends within 60 s, naming a rank of that node and SIGKILL" {

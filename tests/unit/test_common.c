@@ -252,6 +252,48 @@ START_TEST(rank_exit_files)
 }
 END_TEST
 
+/* The whole record: signal and blame lines round-trip; the status line stays what
+ * hp_rank_exit_read reads; a heartbeat moves and is never taken from a file it did not make. */
+START_TEST(rank_exit_records_and_heartbeats)
+{
+    const char *dir = test_fresh_dir();
+    struct hp_rank_exit e = {.status = 143, .signal = 15, .blame = -1}, back;
+    char path[4200], name[32];
+    unsigned long c = 7;
+    int st = -1;
+
+    ck_assert_int_eq(hp_rank_exit_save(dir, 0, &e), 0);
+    ck_assert_int_eq(hp_rank_exit_load(dir, 0, &back), 0);
+    ck_assert_int_eq(back.status, 143);
+    ck_assert_int_eq(back.signal, 15);
+    ck_assert_int_eq(back.blame, -1);
+    e = (struct hp_rank_exit){.status = 1, .blame = 6};
+    snprintf(e.why, sizeof(e.why), "stopped (SIGSTOP) for more than 2 s\nand more");
+    ck_assert_int_eq(hp_rank_exit_save(dir, 1, &e), 0);
+    ck_assert_int_eq(hp_rank_exit_read(dir, 1, &st), 0);
+    ck_assert_int_eq(st, 1);
+    ck_assert_int_eq(hp_rank_exit_load(dir, 1, &back), 0);
+    ck_assert_int_eq(back.blame, 6);
+    ck_assert_int_eq(back.signal, 0);
+    ck_assert_str_eq(back.why, "stopped (SIGSTOP) for more than 2 s"); /* one line */
+    ck_assert_int_eq(hp_rank_exit_save(dir, 1, &e), -1);                /* never replaced */
+    ck_assert_str_eq(hp_signal_name(SIGKILL, name, sizeof(name)), "SIGKILL");
+    ck_assert_str_eq(hp_signal_name(SIGSTOP, name, sizeof(name)), "SIGSTOP");
+    ck_assert_str_eq(hp_signal_name(SIGRTMIN + 1, name, sizeof(name)) == name ? "x" : "y", "x");
+    /* heartbeats */
+    ck_assert_int_eq(hp_rank_beat_read(dir, 2, &c), -1);
+    ck_assert_int_eq(hp_rank_beat_create(dir, 2, path, sizeof(path)), 0);
+    ck_assert_int_eq(hp_rank_beat_read(dir, 2, &c), 0);
+    ck_assert_uint_eq(c, 0);
+    ck_assert_int_eq(hp_rank_beat(path, 12345), 0);
+    ck_assert_int_eq(hp_rank_beat_read(dir, 2, &c), 0);
+    ck_assert_uint_eq(c, 12345);
+    ck_assert_int_eq(hp_rank_beat_create(dir, 2, path, sizeof(path)), -1); /* exists */
+    ck_assert_int_eq(errno, EEXIST);
+    test_remove_dir(dir);
+}
+END_TEST
+
 Suite *suite_common(void)
 {
     Suite *s = suite_create("common");
@@ -266,6 +308,7 @@ Suite *suite_common(void)
     tcase_add_test(t, ini_refuses_what_iniparser_hides);
     tcase_add_test(t, pid_stopped_by_a_signal_not_by_a_tracer);
     tcase_add_test(t, rank_exit_files);
+    tcase_add_test(t, rank_exit_records_and_heartbeats);
     suite_add_tcase(s, t);
     return s;
 }
