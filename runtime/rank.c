@@ -57,17 +57,33 @@ static const char synopsis[] =
  * and PMIx_Finalize must not keep it alive: a rank that lingers holds its job's allocation
  * until Slurm's time limit. Each connection closes within 2 x CLOSE_TIMEOUT_MS (comm.c), so
  * the bound allows 4 s a peer and at least 60 s; past it the rank says which phase did not
- * end and exits with its work's status. The messages are built before the alarm is set: the
- * handler only write()s and _exit()s (async-signal-safe). */
-static char wd_msg[2][256];
+ * end and exits with its work's status (under hetpipe launch also as its exit record, so that
+ * launch does not take it for a rank killed without one). The messages are built before the
+ * alarm is set: the handler only open()s, write()s and _exit()s (async-signal-safe). */
+static char wd_msg[2][256], wd_record[32];
 static int wd_len[2];
 static volatile sig_atomic_t wd_phase, wd_status;
+static char exit_path[4200]; /* under hetpipe launch: RUN_DIR/rank-R.exit (record_signals) */
+
+/* Write `text` as this rank's exit record, if none is there (async-signal-safe). */
+static void write_record(const char *text)
+{
+    if (!exit_path[0])
+        return;
+    const int fd = open(exit_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        ssize_t n = write(fd, text, strlen(text));
+        (void)n;
+        close(fd);
+    }
+}
 
 static void wd_expired(int sig)
 {
     ssize_t n = write(STDERR_FILENO, wd_msg[wd_phase], (size_t)wd_len[wd_phase]);
     (void)sig;
     (void)n;
+    write_record(wd_record); /* hetpipe launch: it ended, with its work's status */
     _exit(wd_status);
 }
 
@@ -84,6 +100,7 @@ static void wd_arm(long rank, int nranks, int status)
                          rank, phase[i], s, status);
         wd_len[i] = n < 0 ? 0 : n >= (int)sizeof(wd_msg[i]) ? (int)sizeof(wd_msg[i]) - 1 : n;
     }
+    snprintf(wd_record, sizeof(wd_record), "%d\n", status);
     wd_phase = 0;
     wd_status = status;
     sa.sa_handler = wd_expired;
@@ -99,21 +116,13 @@ static void wd_arm(long rank, int nranks, int status)
  * stay the checkpoints' when they are on (ckpt.h). */
 static const int fatal_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT,
                                  SIGSEGV, SIGBUS, SIGFPE, SIGILL,  SIGUSR2};
-static char exit_path[4200];
 static char exit_text[sizeof(fatal_sigs) / sizeof(fatal_sigs[0])][32];
 
 static void on_fatal(int sig)
 {
     for (size_t i = 0; i < sizeof(fatal_sigs) / sizeof(fatal_sigs[0]); i++)
-        if (fatal_sigs[i] == sig) {
-            const int fd = open(exit_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                0600);
-            if (fd >= 0) {
-                ssize_t n = write(fd, exit_text[i], strlen(exit_text[i]));
-                (void)n;
-                close(fd);
-            }
-        }
+        if (fatal_sigs[i] == sig)
+            write_record(exit_text[i]);
     raise(sig); /* SA_RESETHAND: the default action, as if no handler had run */
 }
 
@@ -122,8 +131,10 @@ static void record_signals(const struct hp_options *o, long rank)
     struct sigaction sa = {0};
     const int w = snprintf(exit_path, sizeof(exit_path), "%s/rank-%ld.exit", o->run_dir, rank);
 
-    if (w < 0 || (size_t)w >= sizeof(exit_path))
+    if (w < 0 || (size_t)w >= sizeof(exit_path)) {
+        exit_path[0] = '\0';
         return;
+    }
     sa.sa_handler = on_fatal;
     sa.sa_flags = SA_RESETHAND | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
