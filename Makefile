@@ -111,7 +111,7 @@ RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
                  launcher/slurm.c launcher/planjob.c launcher/layout.c launcher/rundir.c \
                  launcher/proc.c launcher/tlmerge.c launcher/svg.c launcher/jobdata.c \
-                 launcher/reportfig.c launcher/jobreport.c
+                 launcher/reportfig.c launcher/jobreport.c launcher/outcome.c
 CUDA_SRCS    := $(wildcard runtime/*.cu)
 
 # The CUDA backend module: runtime/backend_cuda*.cu (backend_cuda_module.cu is its entry

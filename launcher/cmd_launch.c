@@ -17,6 +17,7 @@
 #include "jobreport.h"
 #include "layout.h"
 #include "log.h"
+#include "outcome.h"
 #include "parse.h"
 #include "planfile.h"
 #include "planjob.h"
@@ -52,10 +53,13 @@ struct launch {
     struct hp_layout L;
     unsigned long jobid;
     char dir[4096], plan_path[4200], bind_path[4200], host_path[4200], rank_bin[4096];
-    char ckpt_dir[4200], resume[4200];
+    char ckpt_dir[4200], resume[4200], emu[64];
     const char *av[MAX_ARGS];
     int ac;
     char store[1 << 17]; /* the ranks' option strings */
+    struct hp_watch watch; /* the ranks' heartbeats (outcome.h) */
+    int silent;            /* the rank found silent, -1 */
+    double silent_s;       /* for how long */
 };
 
 static int job_id(unsigned long *out)
@@ -176,6 +180,13 @@ static int srun_args(struct launch *l)
         l->av[l->ac++] = "--metrics";
         l->av[l->ac++] = hp_keep("%s/metrics.csv", l->dir);
     }
+    /* --emulate (auto measured here): CPU ranks padded to the planned GPUs' times x S, for
+     * clusters whose GRES are not real GPUs */
+    if (l->o.emulate != 0.0) {
+        snprintf(l->emu, sizeof(l->emu), "%.9g", hp_job_emulation(&l->job, l->o.emulate));
+        l->av[l->ac++] = "--emulate";
+        l->av[l->ac++] = l->emu;
+    }
     if (l->o.timeline) {
         l->av[l->ac++] = "--timeline";
         l->av[l->ac++] = hp_keep("%s/timeline", l->dir);
@@ -228,30 +239,57 @@ static void forward(void)
 }
 
 /* How many of the job's ranks have ended (each writes RUN_DIR/rank-R.exit as the last thing it
- * does, process.h); *worst: the largest exit status among them. */
-static int ranks_ended(const struct launch *l, int *worst)
+ * does, process.h); *worst: the largest exit status among them; *failed: whether one failed
+ * (a status other than 0 and HP_CKPT_EXIT). */
+static int ranks_ended(const struct launch *l, int *worst, int *failed)
 {
     int n = 0, st;
 
     *worst = 0;
+    *failed = 0;
     for (int r = 0; r < l->job.plan.nranks; r++)
         if (hp_rank_exit_read(l->dir, r, &st) == 0) {
             n++;
             *worst = st > *worst ? st : *worst;
+            *failed |= st != 0 && st != HP_CKPT_EXIT;
         }
     return n;
+}
+
+/* Before any rank has failed or ended: is one silent (no heartbeat for HP_SILENT_S: stopped,
+ * or its node hangs or is lost, on whatever host; its peers would wait out their --timeout)?
+ * Then every task of the job's steps gets SIGKILL (a stopped one ignores the SIGTERM srun
+ * would send), and the job's status is HP_EXIT_SILENT (job_status). */
+static int silent(struct launch *l, double now)
+{
+    char role[256];
+    const int r = hp_watch_silent(&l->watch, l->dir, now, &l->silent_s);
+
+    if (r < 0)
+        return 0;
+    l->silent = r;
+    hp_plan_describe_rank(&l->job.plan, &l->job.cl, &l->job.db, r, role, sizeof(role));
+    hp_error("launch: rank %d (%s) is silent: no heartbeat for %.0f s (stopped, or its node "
+             "hangs or is lost); killing the job's tasks",
+             r, role, l->silent_s);
+    fflush(stderr);
+    hp_slurm_kill_steps(l->jobid, SIGKILL);
+    return 1;
 }
 
 /* Wait for srun (signals to us passed on), every 0.2 s. srun may not end when its tasks have
  * (Slurm 22.05's mpi/pmix plugin can hang in its abort agent at the end of a heterogeneous
  * step): once every rank has ended, srun gets --timeout seconds to end, then SIGTERM and, 5 s
- * later, SIGKILL; the job's status is then the ranks' (the largest). *status: srun's, or the
- * ranks' as a wait status. */
+ * later, SIGKILL; the job's status is then the ranks' (the largest). Nor may it end when a
+ * node was lost with its tasks (their exits never reach it): once a rank has failed, srun gets
+ * FAIL_GRACE_S to end (it stops the others at once: --kill-on-bad-exit). *status: srun's, or
+ * the ranks' as a wait status. */
+#define FAIL_GRACE_S 20.0
 static int wait_srun(struct launch *l, pid_t pid, int *status)
 {
     const double grace = l->o.timeout;
-    double ended_at = 0.0, term_at = 0.0;
-    int worst = 0, killed = 0, hard = 0;
+    double ended_at = 0.0, term_at = 0.0, failed_at = 0.0;
+    int worst = 0, killed = 0, hard = 0, failed = 0;
 
     for (;;) {
         if (pending_sig)
@@ -264,12 +302,26 @@ static int wait_srun(struct launch *l, pid_t pid, int *status)
             return -1;
         }
         const double now = hp_now_s();
-        if (ended_at == 0.0 && ranks_ended(l, &worst) == l->job.plan.nranks)
+        if (ended_at == 0.0 && ranks_ended(l, &worst, &failed) == l->job.plan.nranks)
             ended_at = now;
+        if (failed && failed_at == 0.0)
+            failed_at = now;
         if (ended_at > 0.0 && term_at == 0.0 && now - ended_at > grace) {
             hp_warn("launch: every rank ended (status %d) %.0f s ago, but srun has not: stopping "
                     "it (a hang of Slurm's mpi/pmix plugin at the end of a step)",
                     worst, now - ended_at);
+            kill(pid, SIGTERM);
+            term_at = now;
+            killed = 1;
+        }
+        if (failed_at == 0.0 && ended_at == 0.0 && term_at == 0.0 && silent(l, now)) {
+            term_at = now;
+            killed = 1;
+        }
+        if (failed_at > 0.0 && term_at == 0.0 && now - failed_at > FAIL_GRACE_S) {
+            hp_warn("launch: a rank failed %.0f s ago, but srun has not ended: stopping it (the "
+                    "exits of a lost node's tasks never reach it)",
+                    now - failed_at);
             kill(pid, SIGTERM);
             term_at = now;
             killed = 1;
@@ -285,15 +337,57 @@ static int wait_srun(struct launch *l, pid_t pid, int *status)
     return 0;
 }
 
+/* The job's exit status, from the ranks' exit records (outcome.h), else srun's: a failure's
+ * names its first rank and how (the batch script exits with it: Slurm's ExitCode); a checkpoint
+ * and stop on request, whose ranks exit 0 (srun and slurmstepd then report no error), is
+ * HP_CKPT_EXIT (75), what a resumable job script requeues on. */
+static int job_status(struct launch *l, int status)
+{
+    const int srun_rc = WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                        : WIFEXITED(status) ? WEXITSTATUS(status)
+                                            : 1;
+    struct hp_outcome out;
+    char role[256];
+
+    if (l->silent >= 0) {
+        hp_plan_describe_rank(&l->job.plan, &l->job.cl, &l->job.db, l->silent, role,
+                              sizeof(role));
+        hp_error("launch: the job failed: rank %d (%s) was silent: no heartbeat for %.0f s; exit "
+                 "status %d",
+                 l->silent, role, l->silent_s, HP_EXIT_SILENT);
+        return HP_EXIT_SILENT;
+    }
+    if (hp_outcome_read(l->dir, l->job.plan.nranks, &out) || out.kind == HP_OUTCOME_NONE)
+        return srun_rc;
+    if (out.kind == HP_OUTCOME_STOPPED) {
+        printf("launch: every rank checkpointed and stopped on request: exit status %d (resume "
+               "with --resume auto; a requeued job resumes by itself)\n",
+               out.status);
+        return out.status;
+    }
+    if (out.kind == HP_OUTCOME_DONE)
+        return srun_rc;
+    hp_plan_describe_rank(&l->job.plan, &l->job.cl, &l->job.db, out.rank, role, sizeof(role));
+    hp_error("launch: the job failed: rank %d (%s) %s; %d other rank(s) failed or were "
+             "stopped after it; exit status %d",
+             out.rank, role, out.cause, out.failed - 1, out.status);
+    return out.status;
+}
+
 /* Run srun and wait for it (wait_srun); at its end the timeline and the report of the job
- * into its directory. The exit status: srun's (the ranks' when srun had to be stopped after
- * they ended), 128 + the signal that killed it. */
+ * into its directory. The exit status: job_status. */
 static int run_srun(struct launch *l)
 {
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT};
     struct sigaction sa = {0};
     int status = 0;
 
+    l->silent = -1;
+    if (hp_watch_init(&l->watch, l->job.plan.nranks)) {
+        hp_watch_release(&l->watch);
+        hp_error("launch: out of memory");
+        return 1;
+    }
     sa.sa_sigaction = on_signal;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
@@ -323,9 +417,8 @@ static int run_srun(struct launch *l)
         hp_tl_merge(hp_keep("%s/timeline", l->dir), l->job.plan.nranks, l->o.timeline);
     if (hp_report_write(l->dir, NULL, 0, NULL, l->job.config) == 0)
         printf("launch: the job's report: %s/report.html\n", l->dir);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    fflush(stdout);
+    return job_status(l, status);
 }
 
 static void print_srun(struct launch *l)
@@ -414,6 +507,7 @@ int hp_cmd_launch(int argc, char **argv)
     rc = hp_cmd_options(HP_CMD_LAUNCH, synopsis, argc, argv, &l->o, 0, NULL);
     if (rc < 0)
         rc = launch(l);
+    hp_watch_release(&l->watch);
     hp_layout_release(&l->L);
     hp_job_release(&l->job);
     hp_alloc_release(&l->a);

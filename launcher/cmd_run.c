@@ -2,7 +2,6 @@
  * hetpipe-rank per rank of the plan on this machine, CPU ranks emulating the GPU types, and
  * supervise them: the first rank that fails stops the others, naming its role and cause.
  */
-#include "backend.h"
 #include "ckptfile.h"
 #include "cli.h"
 #include "clock.h"
@@ -10,7 +9,6 @@
 #include "error.h"
 #include "infile.h"
 #include "log.h"
-#include "net.h"
 #include "planfile.h"
 #include "planjob.h"
 #include "proc.h"
@@ -55,6 +53,10 @@ struct local {
     char resume[4200];   /* --resume resolved */
     pid_t *pids;
     int failed;     /* the first rank that failed, nranks when interrupted, -1 */
+    int fail_status; /* the job's exit status for it: 128 + its signal (SIGSTOP: stopped), or
+                        its exit status */
+    double *stopped_since; /* [nranks]: seen stopped (SIGSTOP) since, 0 */
+    double watched_at;     /* the last watch of the ranks' states (watch_stopped) */
     int stopped;    /* ranks that checkpointed and stopped on request */
     double stop_at; /* > 0: when the others get stop_sig (REPORT_GRACE_S after a failure) */
     int stop_sig;   /* SIGKILL when a rank is stopped (it ignores SIGTERM), else SIGTERM */
@@ -72,56 +74,6 @@ static void on_signal(int sig)
         requested = sig;
     else if (sig != SIGUSR1)
         interrupted = sig;
-}
-
-/* Whole-model forward + backward seconds per minibatch on this CPU: the fastest of 5 steps
- * after a warm-up (the fastest is the least disturbed by other load on a shared machine). */
-static double cpu_step_seconds(const struct hp_model *m, int batch)
-{
-    struct hp_backend *be = NULL;
-    struct hp_net *net = NULL;
-    const struct hp_net_config cfg = {.batch = batch, .nslots = 1, .need_input_grad = 0};
-    double best = 0.0;
-
-    if (hp_backend_cpu_create(&be) || hp_net_create(be, m, 0, m->nunits, &cfg, &net) ||
-        hp_net_init_params(net, 1)) {
-        hp_net_destroy(net);
-        hp_backend_destroy(be);
-        return 0.0;
-    }
-    for (int s = 0; s < 6; s++) {
-        const double t0 = hp_now_s();
-        hp_net_forward(net, 0, 1, (uint64_t)s);
-        hp_net_backward(net, 0);
-        const double t = hp_now_s() - t0;
-        if (s > 0 && (best == 0.0 || t < best))
-            best = t;
-    }
-    hp_net_destroy(net);
-    hp_backend_destroy(be);
-    return best;
-}
-
-/* --emulate: off is 0, a number is S, auto is S = 2 x max(1, ranks / cores) x this CPU's
- * whole-model step over the planned GPUs' summed compute, so that padding dominates. */
-static double emulation_scale(const struct local *L)
-{
-    const struct hp_plan *p = &L->job.plan;
-    const int workers = hp_plan_first_shard(p);
-    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double gpu = 0.0;
-
-    if (L->o.emulate >= 0.0)
-        return L->o.emulate;
-    for (int s = 0; s < p->vws[0].nstages; s++)
-        gpu += p->vws[0].stages[s].compute_s;
-    const double cpu = cpu_step_seconds(L->job.model, p->opts.batch);
-    const double margin = 2.0 * (workers > ncpu && ncpu > 0 ? (double)workers / ncpu : 1.0);
-    const double S = gpu > 0.0 && cpu > 0.0 ? margin * cpu / gpu : 0.0;
-    printf("emulation: whole model %.2f ms per minibatch on this CPU, %.3f ms on the planned "
-           "GPUs: scale %.0f (emulated time = %.0f x the GPUs')\n",
-           1e3 * cpu, 1e3 * gpu, S, S);
-    return S;
 }
 
 /* Whether --timeline's target can take the merged file (hp_out_open, then discarded), so
@@ -158,7 +110,7 @@ static int prepare(struct local *L)
     snprintf(L->plan_path, sizeof(L->plan_path), "%s/plan.ini", L->dir);
     if (hp_planfile_save(L->plan_path, &L->job.plan, &L->job.cl, &L->job.db, L->job.token))
         return -HP_EIO;
-    snprintf(L->emu, sizeof(L->emu), "%.9g", emulation_scale(L));
+    snprintf(L->emu, sizeof(L->emu), "%.9g", hp_job_emulation(&L->job, L->o.emulate));
     L->av[ac++] = "hetpipe-rank";
     if (hp_cli_rank_args(&L->o, HP_CMD_RUN, L->av, &ac, MAX_ARGS - 16, L->store, sizeof(L->store)))
         return -HP_EINVAL;
@@ -222,8 +174,17 @@ static int fork_ranks(struct local *L)
     struct sigaction sa = {0};
     char parent[32];
 
+    struct hp_options live = {.liveness = HP_LIVENESS_WATCH};
+    char err[512];
+
+    if (hp_opt_env(&live, HP_OPT_LIVENESS, err, sizeof(err)) < 0) {
+        hp_error("run: %s", err);
+        return -HP_EINVAL;
+    }
     L->pids = calloc((size_t)n, sizeof(pid_t));
-    if (!L->pids)
+    if (live.liveness != HP_LIVENESS_EXIT) /* watch_stopped */
+        L->stopped_since = calloc((size_t)n, sizeof(double));
+    if (!L->pids || (live.liveness != HP_LIVENESS_EXIT && !L->stopped_since))
         return -HP_ENOMEM;
     snprintf(parent, sizeof(parent), "%ld", (long)getpid());
     sa.sa_handler = on_signal;
@@ -251,6 +212,52 @@ static void signal_all(const struct local *L, int sig)
             kill(L->pids[r], sig);
 }
 
+/* Rank q is stopped (SIGSTOP): the job's first failure (`by`: the rank that gave up waiting
+ * for it, or -1: seen by the watch). Its peers end; it is killed (SIGKILL: it ignores SIGTERM
+ * while stopped). */
+static void rank_stopped(struct local *L, int q, int by)
+{
+    char role[256];
+
+    hp_plan_describe_rank(&L->job.plan, &L->job.cl, &L->job.db, q, role, sizeof(role));
+    L->failed = q;
+    L->fail_status = 128 + SIGSTOP;
+    if (by >= 0)
+        hp_error("run: rank %d (%s) is stopped (SIGSTOP) and does not answer: rank %d gave up "
+                 "waiting for it; stopping the job (exit status %d)",
+                 q, role, by, L->fail_status);
+    else
+        hp_error("run: rank %d (%s) is stopped (SIGSTOP) and does not answer: stopped for %.0f "
+                 "s; stopping the job (exit status %d)",
+                 q, role, HP_STOP_LIMIT_S, L->fail_status);
+    L->stop_sig = SIGKILL;
+    L->stop_at = hp_now_s() + REPORT_GRACE_S;
+}
+
+/* Every 0.1 s: a rank seen stopped (SIGSTOP) for HP_STOP_LIMIT_S (process.h) is the job's
+ * failure, before any peer gives up on it; watches further apart than that (run itself was
+ * stopped: ^Z) time the stops afresh. Not with HETPIPE_LIVENESS=exit (only exits count, as
+ * for ranks on other hosts: the tests of the deadlines). */
+static void watch_stopped(struct local *L)
+{
+    const double now = hp_now_s();
+
+    if (L->failed >= 0 || !L->stopped_since || now - L->watched_at < 0.1)
+        return;
+    const int fresh = now - L->watched_at > HP_STOP_LIMIT_S;
+    L->watched_at = now;
+    for (int q = 0; q < L->job.plan.nranks; q++) {
+        if (fresh || L->pids[q] <= 0 || !hp_pid_stopped(L->pids[q]))
+            L->stopped_since[q] = 0.0;
+        else if (L->stopped_since[q] == 0.0)
+            L->stopped_since[q] = now;
+        else if (now - L->stopped_since[q] >= HP_STOP_LIMIT_S) {
+            rank_stopped(L, q, -1);
+            return;
+        }
+    }
+}
+
 /* Rank r ended with `status`: a failure is reported once, naming its role and cause. */
 static void rank_ended(struct local *L, int r, int status)
 {
@@ -264,23 +271,23 @@ static void rank_ended(struct local *L, int r, int status)
         return;
     for (int q = 0; q < L->job.plan.nranks; q++) /* a stopped rank is the cause */
         if (L->pids[q] > 0 && hp_pid_stopped(L->pids[q])) {
-            hp_plan_describe_rank(&L->job.plan, &L->job.cl, &L->job.db, q, role, sizeof(role));
-            hp_error("run: rank %d (%s) is stopped (SIGSTOP) and does not answer: rank %d gave "
-                     "up waiting for it; stopping the job",
-                     q, role, r);
-            L->failed = q;
-            L->stop_sig = SIGKILL;
-            L->stop_at = hp_now_s() + REPORT_GRACE_S;
+            rank_stopped(L, q, r);
             return;
         }
     L->failed = r;
     hp_plan_describe_rank(&L->job.plan, &L->job.cl, &L->job.db, r, role, sizeof(role));
-    if (WIFSIGNALED(status))
-        hp_error("run: rank %d (%s) was killed by signal %d (%s); stopping the others", r, role,
-                 WTERMSIG(status), strsignal(WTERMSIG(status)));
-    else
+    if (WIFSIGNALED(status)) {
+        char name[32];
+        L->fail_status = 128 + WTERMSIG(status);
+        hp_error("run: rank %d (%s) was killed by %s (signal %d); stopping the others (exit "
+                 "status %d)",
+                 r, role, hp_signal_name(WTERMSIG(status), name, sizeof(name)), WTERMSIG(status),
+                 L->fail_status);
+    } else {
+        L->fail_status = WEXITSTATUS(status);
         hp_error("run: rank %d (%s) failed with exit status %d; stopping the others", r, role,
                  WEXITSTATUS(status));
+    }
     snprintf(logp, sizeof(logp), "%s/rank-%d.log", L->dir, r);
     if (r > 0 && WIFEXITED(status)) {
         fprintf(stderr, "last lines of %s:\n", logp);
@@ -327,6 +334,7 @@ static void supervise(struct local *L)
                 signal_all(L, SIGKILL);
                 kill_at = 0.0;
             }
+            watch_stopped(L);
             usleep(20000);
             continue;
         }
@@ -435,10 +443,16 @@ int hp_cmd_run(int argc, char **argv)
     } else if (!rc) {
         printf("hetpipe run: plan and logs in %s\n", L->dir);
     }
-    /* interrupted: the shell's convention, 128 + the signal */
-    rc = interrupted ? 128 + (int)interrupted : rc ? 1 : L->stopped ? HP_CKPT_EXIT : 0;
+    /* interrupted: the shell's convention, 128 + the signal; a failed rank: its status, 128
+     * + the signal that killed it, 128 + SIGSTOP for a stopped one */
+    rc = interrupted                                       ? 128 + (int)interrupted
+         : L->failed >= 0 && L->failed < L->job.plan.nranks ? L->fail_status
+         : rc                                              ? 1
+         : L->stopped                                      ? HP_CKPT_EXIT
+                                                           : 0;
 out_status:
     free(L->pids);
+    free(L->stopped_since);
     hp_job_release(&L->job);
     free(L);
     return rc;

@@ -1,11 +1,14 @@
 /* planjob.c - the one in-process planning call (planjob.h). */
 #include "planjob.h"
 
+#include "backend.h"
 #include "ckptfile.h"
 #include "ckptlock.h"
+#include "clock.h"
 #include "error.h"
 #include "feed.h"
 #include "log.h"
+#include "net.h"
 #include "paths.h"
 #include "planfile.h"
 #include "planner.h"
@@ -329,4 +332,52 @@ int hp_job_local_fits(const struct hp_job *job, long cores, double mem_available
         return -HP_ENOMEM;
     }
     return 0;
+}
+
+/* Whole-model forward + backward seconds per minibatch on this CPU: the fastest of 5 steps
+ * after a warm-up (the fastest is the least disturbed by other load on a shared machine). */
+static double cpu_step_seconds(const struct hp_model *m, int batch)
+{
+    struct hp_backend *be = NULL;
+    struct hp_net *net = NULL;
+    const struct hp_net_config cfg = {.batch = batch, .nslots = 1, .need_input_grad = 0};
+    double best = 0.0;
+
+    if (hp_backend_cpu_create(&be) || hp_net_create(be, m, 0, m->nunits, &cfg, &net) ||
+        hp_net_init_params(net, 1)) {
+        hp_net_destroy(net);
+        hp_backend_destroy(be);
+        return 0.0;
+    }
+    for (int s = 0; s < 6; s++) {
+        const double t0 = hp_now_s();
+        hp_net_forward(net, 0, 1, (uint64_t)s);
+        hp_net_backward(net, 0);
+        const double t = hp_now_s() - t0;
+        if (s > 0 && (best == 0.0 || t < best))
+            best = t;
+    }
+    hp_net_destroy(net);
+    hp_backend_destroy(be);
+    return best;
+}
+
+double hp_job_emulation(const struct hp_job *job, double emulate)
+{
+    const struct hp_plan *p = &job->plan;
+    const int workers = hp_plan_first_shard(p);
+    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double gpu = 0.0;
+
+    if (emulate >= 0.0)
+        return emulate;
+    for (int s = 0; s < p->vws[0].nstages; s++)
+        gpu += p->vws[0].stages[s].compute_s;
+    const double cpu = cpu_step_seconds(job->model, p->opts.batch);
+    const double margin = 2.0 * (workers > ncpu && ncpu > 0 ? (double)workers / ncpu : 1.0);
+    const double S = gpu > 0.0 && cpu > 0.0 ? margin * cpu / gpu : 0.0;
+    printf("emulation: whole model %.2f ms per minibatch on this CPU, %.3f ms on the planned "
+           "GPUs: scale %.0f (emulated time = %.0f x the GPUs')\n",
+           1e3 * cpu, 1e3 * gpu, S, S);
+    return S;
 }

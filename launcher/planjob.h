@@ -73,6 +73,12 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
 int hp_job_local_fits(const struct hp_job *job, long cores, double mem_available, char *why,
                       size_t n);
 
+/* --emulate's scale S for the ranks: `emulate` itself when >= 0 (off is 0, a number is S);
+ * auto (< 0) is S = 2 x max(1, ranks / cores) x this CPU's whole-model step over the planned
+ * GPUs' summed compute, so that the padding to S x the plan's times dominates the CPU's own
+ * (printed; 0 when it cannot be measured). hetpipe run --local and hetpipe launch --emulate. */
+double hp_job_emulation(const struct hp_job *job, double emulate);
+
 void hp_job_release(struct hp_job *job);
 
 #endif

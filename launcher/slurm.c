@@ -419,7 +419,25 @@ out:
     return rc;
 }
 
+int hp_slurm_kill_steps(unsigned long jobid, int sig)
+{
+    slurm_init(NULL);
+    if (slurm_kill_job((uint32_t)jobid, (uint16_t)sig, KILL_STEPS_ONLY) != SLURM_SUCCESS) {
+        hp_error("cannot signal the steps of job %lu: %s", jobid,
+                 slurm_strerror(slurm_get_errno()));
+        return -HP_EIO;
+    }
+    return 0;
+}
+
 #else
+
+int hp_slurm_kill_steps(unsigned long jobid, int sig)
+{
+    (void)sig;
+    hp_error("this hetpipe was built without libslurm: it cannot signal job %lu's steps", jobid);
+    return -HP_EUNSUPPORTED;
+}
 
 int hp_slurm_discover(unsigned long jobid, struct hp_alloc *a)
 {

@@ -50,6 +50,10 @@ int hp_gres_detail_parse(const char *detail, struct hp_alloc_node *n, char *err,
  * (hp_alloc_release). */
 int hp_slurm_discover(unsigned long jobid, struct hp_alloc *a);
 
+/* Send signal `sig` to every task of job `jobid`'s steps (not its batch script): SIGKILL ends a
+ * stopped task too. 0, or a negative code (logged). */
+int hp_slurm_kill_steps(unsigned long jobid, int sig);
+
 /* Write the planner's cluster description of `a` (one [node] section per node, its GPUs as
  * TYPE:COUNT runs and their devices; lists continued past iniparser's line length) to path
  * (hp_out_open). Node names that a section cannot hold (upper case, spaces, ...) make every

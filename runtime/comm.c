@@ -159,6 +159,10 @@ static int peer_failed(struct hp_comm *comm, int i, int64_t now)
     struct peer *p = &comm->peers[i];
 
     if (p->pidfd >= 0 && p->failure == UCS_OK && now >= p->next_check_ms) {
+        /* checks further apart than the limit (a long computation, or this rank was stopped
+         * too: a suspended job) do not show a continuous stop: it is timed from now */
+        if (now - (p->next_check_ms - LIVENESS_MS) > comm->stop_limit_ms)
+            p->stopped_since_ms = 0;
         p->next_check_ms = now + LIVENESS_MS;
         if (exited(p->pidfd)) {
             p->failure = UCS_ERR_ENDPOINT_TIMEOUT;

@@ -131,8 +131,10 @@ int hp_comm_recv(struct hp_comm *comm, int peer, int type, struct hp_msg_header 
 int hp_comm_probe(struct hp_comm *comm, int peer, int type);
 
 /* A peer on this host that has been stopped (SIGSTOP) for `ms` fails like one that exited
- * (default 60 s; the ranks set --timeout). HETPIPE_LIVENESS=exit in the environment turns this
- * off (only exits count), as for a peer on another host: the tests of the deadlines use it. */
+ * (default 60 s; the ranks set HP_STOP_LIMIT_S of process.h, or --timeout when shorter). The
+ * stop must be seen continuously: checks further apart than `ms` (this rank was stopped too)
+ * time it afresh. HETPIPE_LIVENESS=exit in the environment turns this off (only exits count),
+ * as for a peer on another host: the tests of the deadlines use it. */
 void hp_comm_set_stop_limit(struct hp_comm *comm, int ms);
 
 /* After a failed call: the peer to blame (the one a send or receive timed out on, else the

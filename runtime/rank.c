@@ -37,12 +37,15 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char synopsis[] =
@@ -55,17 +58,33 @@ static const char synopsis[] =
  * and PMIx_Finalize must not keep it alive: a rank that lingers holds its job's allocation
  * until Slurm's time limit. Each connection closes within 2 x CLOSE_TIMEOUT_MS (comm.c), so
  * the bound allows 4 s a peer and at least 60 s; past it the rank says which phase did not
- * end and exits with its work's status. The messages are built before the alarm is set: the
- * handler only write()s and _exit()s (async-signal-safe). */
-static char wd_msg[2][256];
+ * end and exits with its work's status (under hetpipe launch also as its exit record, so that
+ * launch does not take it for a rank killed without one). The messages are built before the
+ * alarm is set: the handler only open()s, write()s and _exit()s (async-signal-safe). */
+static char wd_msg[2][256], wd_record[32];
 static int wd_len[2];
 static volatile sig_atomic_t wd_phase, wd_status;
+static char exit_path[4200]; /* under hetpipe launch: RUN_DIR/rank-R.exit (record_signals) */
+
+/* Write `text` as this rank's exit record, if none is there (async-signal-safe). */
+static void write_record(const char *text)
+{
+    if (!exit_path[0])
+        return;
+    const int fd = open(exit_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        ssize_t n = write(fd, text, strlen(text));
+        (void)n;
+        close(fd);
+    }
+}
 
 static void wd_expired(int sig)
 {
     ssize_t n = write(STDERR_FILENO, wd_msg[wd_phase], (size_t)wd_len[wd_phase]);
     (void)sig;
     (void)n;
+    write_record(wd_record); /* hetpipe launch: it ended, with its work's status */
     _exit(wd_status);
 }
 
@@ -82,12 +101,86 @@ static void wd_arm(long rank, int nranks, int status)
                          rank, phase[i], s, status);
         wd_len[i] = n < 0 ? 0 : n >= (int)sizeof(wd_msg[i]) ? (int)sizeof(wd_msg[i]) - 1 : n;
     }
+    snprintf(wd_record, sizeof(wd_record), "%d\n", status);
     wd_phase = 0;
     wd_status = status;
     sa.sa_handler = wd_expired;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGALRM, &sa, NULL);
     alarm(s);
+}
+
+/* Under hetpipe launch, a rank that a signal kills records it first (process.h: "128+N",
+ * "signal N" in RUN_DIR/rank-R.exit), so that launch can tell how it ended: SIGKILL alone (and
+ * a lost node) leaves no record. The record's path and texts are made before the handlers are
+ * set: the handler only open()s, write()s and raise()s (async-signal-safe). SIGTERM and SIGUSR1
+ * stay the checkpoints' when they are on (ckpt.h). */
+static const int fatal_sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT,
+                                 SIGSEGV, SIGBUS, SIGFPE, SIGILL,  SIGUSR2};
+static char exit_text[sizeof(fatal_sigs) / sizeof(fatal_sigs[0])][32];
+
+static void on_fatal(int sig)
+{
+    for (size_t i = 0; i < sizeof(fatal_sigs) / sizeof(fatal_sigs[0]); i++)
+        if (fatal_sigs[i] == sig)
+            write_record(exit_text[i]);
+    raise(sig); /* SA_RESETHAND: the default action, as if no handler had run */
+}
+
+static void record_signals(const struct hp_options *o, long rank)
+{
+    struct sigaction sa = {0};
+    const int w = snprintf(exit_path, sizeof(exit_path), "%s/rank-%ld.exit", o->run_dir, rank);
+
+    if (w < 0 || (size_t)w >= sizeof(exit_path)) {
+        exit_path[0] = '\0';
+        return;
+    }
+    sa.sa_handler = on_fatal;
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof(fatal_sigs) / sizeof(fatal_sigs[0]); i++) {
+        const int sig = fatal_sigs[i];
+        struct sigaction old;
+        snprintf(exit_text[i], sizeof(exit_text[i]), "%d\nsignal %d\n", 128 + sig, sig);
+        /* a signal the checkpoints handle, or one ignored, keeps its handling */
+        if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+            sigaction(sig, &sa, NULL);
+    }
+}
+
+/* Under hetpipe launch: the heartbeat (process.h), rewritten every HP_BEAT_S by a thread of its
+ * own with every signal blocked, for as long as the process runs. */
+static char beat_path[4200];
+
+static void *heartbeat(void *arg)
+{
+    (void)arg;
+    for (unsigned long n = 1;; n++) {
+        const struct timespec ts = {.tv_sec = (time_t)HP_BEAT_S,
+                                    .tv_nsec = (long)((HP_BEAT_S - (time_t)HP_BEAT_S) * 1e9)};
+        nanosleep(&ts, NULL);
+        if (hp_rank_beat(beat_path, n))
+            return NULL; /* the run directory is gone: the job is over */
+    }
+}
+
+static void start_heartbeat(const struct hp_options *o, long rank)
+{
+    sigset_t all, old;
+    pthread_t t;
+
+    if (hp_rank_beat_create(o->run_dir, (int)rank, beat_path, sizeof(beat_path))) {
+        hp_warn("rank %ld: no heartbeat in %s (hetpipe launch cannot tell whether it is "
+                "silent): %s",
+                rank, o->run_dir, strerror(errno));
+        return;
+    }
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, NULL, heartbeat, NULL) == 0)
+        pthread_detach(t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Under Slurm: check what the plan gives rank `rank` against what this task has, and bind its
@@ -157,6 +250,7 @@ struct rank {
     uint8_t token[HP_MSG_TOKEN_LEN];
     long rank;
     int stopped; /* checkpointed and stopped on request */
+    struct hp_rank_exit exit; /* what RUN_DIR/rank-R.exit says under hetpipe launch */
 };
 
 /* The site config, the plan (with the cluster it names) and the model; the job token. */
@@ -266,8 +360,12 @@ static int run_role(struct rank *r)
     const int timeout_ms = (int)(r->o.timeout * 1000.0);
     int rc = hp_comm_create((int)r->rank, r->plan.nranks, r->token, &r->comm);
 
+    /* a peer on this host seen stopped (SIGSTOP) fails after HP_STOP_LIMIT_S (process.h), or
+     * --timeout when shorter */
     if (!rc)
-        hp_comm_set_stop_limit(r->comm, timeout_ms);
+        hp_comm_set_stop_limit(r->comm, timeout_ms < HP_STOP_LIMIT_S * 1000.0
+                                            ? timeout_ms
+                                            : (int)(HP_STOP_LIMIT_S * 1000.0));
     if (!rc)
         rc = hp_boot_wireup(r->boot, r->comm, timeout_ms);
     if (r->o.verbose)
@@ -293,6 +391,9 @@ static int rank_release(struct rank *r, int rc)
     char why[128], me[256], them[256];
     const int blame = rc && r->comm ? hp_comm_blame(r->comm, why, sizeof(why)) : -1;
 
+    r->exit.blame = blame;
+    if (blame >= 0)
+        snprintf(r->exit.why, sizeof(r->exit.why), "%s", why);
     if (blame >= 0 && r->rank >= 0) {
         hp_plan_describe_rank(&r->plan, &r->cl, &r->db, (int)r->rank, me, sizeof(me));
         hp_plan_describe_rank(&r->plan, &r->cl, &r->db, blame, them, sizeof(them));
@@ -381,7 +482,7 @@ static int self_check(void)
 
 int main(int argc, char **argv)
 {
-    struct rank r = {.rank = -1};
+    struct rank r = {.rank = -1, .exit = {.blame = -1}};
     int rc = parse_args(argc, argv, &r);
 
     if (rc >= 0)
@@ -405,14 +506,24 @@ int main(int argc, char **argv)
         rc = bootstrap(&r);
     if (!rc)
         rc = bind_rank(&r);
+    if (!rc && r.o.run_dir) {
+        record_signals(&r.o, r.rank);
+        start_heartbeat(&r.o, r.rank);
+    }
     if (!rc)
         rc = own_checkpoints(&r);
     if (!rc)
         rc = run_role(&r);
     rc = rank_release(&r, rc);
-    /* under hetpipe launch: this rank has ended, whether srun ends or not (cmd_launch.c) */
-    if (r.o.run_dir && r.rank >= 0 && hp_rank_exit_write(r.o.run_dir, (int)r.rank, rc))
+    /* under hetpipe launch: this rank has ended, whether srun ends or not, and how
+     * (cmd_launch.c); a checkpoint and stop on request is no failure to srun: the record says
+     * HP_CKPT_EXIT, the process exits 0 (no "error" from srun, no cancelled step) */
+    r.exit.status = rc;
+    if (r.o.run_dir && r.rank >= 0) {
+        if (hp_rank_exit_save(r.o.run_dir, (int)r.rank, &r.exit) == 0)
+            return rc == HP_CKPT_EXIT ? 0 : rc;
         hp_warn("rank %ld: cannot write its exit status into %s: %s", r.rank, r.o.run_dir,
                 strerror(errno));
+    }
     return rc;
 }

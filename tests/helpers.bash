@@ -33,7 +33,8 @@ kill_a_rank() {
     cat "$TMP/out"
     [ "$st" -ne 0 ]
     [ $((end - start)) -le 10 ]
-    grep -q "was killed by signal 9" "$TMP/out"
+    grep -q "was killed by SIGKILL (signal 9)" "$TMP/out"
+    [ "$st" -eq 137 ] # 128 + SIGKILL: the cause, not the SIGTERM the others got
     [ -z "$(pgrep -f "hetpipe-rank.*$TMP/run")" ]
 }
 

@@ -263,16 +263,17 @@ paused() {
     echo "$output" | grep -q "option '--resume': auto is for hetpipe run and hetpipe launch"
 }
 
-# fault WHAT RANK: a local4 ed job with --timeout 5; after training started, WHAT (STOP or
-# KILL) its rank RANK (4: the PS shard), or KILL-LAUNCHER (stop rank 2, kill -9 hetpipe run);
-# prints the time until no process of the job is left, which must be within the target:
-# 10 s after the deadline (--timeout) for a stopped rank, 10 s for a death
+# fault WHAT RANK [TIMEOUT]: a local4 ed job with --timeout TIMEOUT (default 5); after training
+# started, WHAT (STOP or KILL) its rank RANK (4: the PS shard), or KILL-LAUNCHER (stop rank 2,
+# kill -9 hetpipe run); prints the time until no process of the job is left, which must be
+# within the target: 10 s after the deadline (--timeout) for a stopped rank, 10 s for a death;
+# sets $st, hetpipe run's exit status
 fault() {
     local what=$1 rank=$2 d=$TMP/run victim
     # HANG: a stopped rank that only the deadlines find (as on another host: no /proc watch)
     [ "$what" = HANG ] && export HETPIPE_LIVENESS=exit
     "$HETPIPE" run --local --cluster local4 --policy ed --epochs 2 --train-limit 60000 \
-        --test-limit 500 --timeout 5 --log-every 10 --emulate off --run-dir "$d" \
+        --test-limit 500 --timeout "${3:-5}" --log-every 10 --emulate off --run-dir "$d" \
         > "$TMP/out" 2>&1 &
     local pid=$!
     for _ in $(seq 300); do
@@ -301,7 +302,7 @@ fault() {
     [ -z "$(pgrep -f "hetpipe.*$d")" ]
     [ "$st" -ne 0 ]
     limit=10
-    [ "$what" = STOP ] && limit=15 # --timeout 5, then 10 s
+    [ "$what" = STOP ] && limit=$((${3:-5} < 5 ? ${3:-5} + 10 : 15)) # at most --timeout 5, then 10 s
     if [ "$what" = HANG ]; then    # the longer deadline of waits on other VWs, then 10 s
         deadline=$(sed -n 's/.* job points, \([0-9]*\) s$/\1/p' "$TMP/out" | head -1)
         echo "# deadline of waits on other VWs: $deadline s" >&3
@@ -311,24 +312,35 @@ fault() {
     awk -v g="$gone" -v l="$limit" 'BEGIN { exit !(g <= l) }'
 }
 
-@test "fault: a worker killed ends the job within 10 s, naming it" {
+@test "fault: a worker killed ends the job within 10 s, naming it; run exits 128 + SIGKILL" {
     fault KILL 2
-    grep -q "rank 2 (vw 2 stage 0, rtx2060 on localhost) was killed by signal 9" "$TMP/out"
+    grep -q "rank 2 (vw 2 stage 0, rtx2060 on localhost) was killed by SIGKILL (signal 9)" "$TMP/out"
+    [ "$st" -eq 137 ]
 }
 
-@test "fault: a PS shard killed ends the job within 10 s, naming it" {
+@test "fault: a PS shard killed ends the job within 10 s, naming it; run exits 128 + SIGKILL" {
     fault KILL 4
-    grep -q "rank 4 (PS shard 0 on localhost) was killed by signal 9" "$TMP/out"
+    grep -q "rank 4 (PS shard 0 on localhost) was killed by SIGKILL (signal 9)" "$TMP/out"
+    [ "$st" -eq 137 ]
 }
 
-@test "fault: a worker stopped (SIGSTOP) ends the job within 10 s after its --timeout, naming it" {
+@test "fault: a worker stopped (SIGSTOP) ends the job within 10 s after its --timeout, naming it; run exits 128 + SIGSTOP" {
     fault STOP 2
     grep -q "rank 2 (vw 2 stage 0, rtx2060 on localhost) is stopped (SIGSTOP)" "$TMP/out"
+    [ "$st" -eq 147 ]
 }
 
-@test "fault: a PS shard stopped (SIGSTOP) ends the job within 10 s after its --timeout, naming it" {
+@test "fault: a PS shard stopped (SIGSTOP) ends the job within 10 s after its --timeout, naming it; run exits 128 + SIGSTOP" {
     fault STOP 4
     grep -q "rank 4 (PS shard 0 on localhost) is stopped (SIGSTOP)" "$TMP/out"
+    [ "$st" -eq 147 ]
+}
+
+@test "fault: a worker stopped (SIGSTOP) under the default --timeout (60 s) ends the job within 5 s, naming it" {
+    fault STOP 2 60
+    grep -q "rank 2 (vw 2 stage 0, rtx2060 on localhost) is stopped (SIGSTOP)" "$TMP/out"
+    [ "$st" -eq 147 ]
+    awk -v g="$gone" 'BEGIN { exit !(g <= 5) }'
 }
 
 @test "fault: hetpipe run killed while a rank is stopped: no rank outlives it" {

@@ -58,11 +58,11 @@ submit() {
     [ -n "$job" ] && [ -f "$out" ] && cat "$out"
 }
 
-# start_training: submit cnn-ed-local.sbatch for 50 epochs (it runs until stopped), wait until
-# the ranks train (progress lines, at most 60 s); sets $job and $out
+# start_training [SBATCH-OPTIONS...]: submit cnn-ed-local.sbatch for 50 epochs (it runs until
+# stopped), wait until the ranks train (progress lines, at most 60 s); sets $job and $out
 start_training() {
     run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --hetpipe-epochs=50 \
-        "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
+        "$@" "$ROOT/jobs/cnn-ed-local.sbatch" --log-every 5
     echo "$output"
     [ "$status" -eq 0 ]
     job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
@@ -89,6 +89,58 @@ wait_gone() {
         i=$((i + 1))
     done
     ms=$((($(date +%s%N) - t0) / 1000000))
+}
+
+# fault_job WHAT [SBATCH-OPTIONS...]: a training job (start_training with them), then WHAT to
+# node3: KILL (kill -9) or STOP (SIGSTOP) its worker rank (its GPU's stage), or LOST (its
+# slurmd, its step daemon and its tasks killed, as a node that is lost with them; its slurmd is
+# started again after the job); waits until no process of the job is left and the job is no
+# longer running (at most 60 s); sets $ms (since the fault), $code (the job's ExitCode from
+# scontrol) and $stage (the victim's stage)
+fault_job() {
+    local what=$1 p task victims="" stepd=""
+    shift
+    start_training "$@"
+    task=$(awk '$2 == "node3" && $4 ~ /^vw0\.stage/ { print $1 }' "hetpipe-$job/binding")
+    stage=$(awk '$2 == "node3" && $4 ~ /^vw0\.stage/ { sub(/vw0\.stage/, "", $4); print $4 }' "hetpipe-$job/binding")
+    [ -n "$task" ]
+    for p in $(pgrep -f "hetpipe-rank --plan $BATS_TEST_TMPDIR/hetpipe-$job/"); do
+        env=$(tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null) || continue
+        echo "$env" | grep -qx "SLURMD_NODENAME=node3" || continue
+        if [ "$what" = LOST ]; then
+            victims="$victims $p"
+            stepd="$stepd $(ps -o ppid= -p "$p")"
+        elif echo "$env" | grep -qx "SLURM_PROCID=$task"; then
+            victims=$p
+        fi
+    done
+    [ -n "$victims" ]
+    t0=$(date +%s%N)
+    case $what in
+        KILL) kill -9 $victims ;;
+        STOP) kill -STOP $victims ;;
+        LOST) kill -9 "$(cat "$HP_SLURM_DIR/run/slurmd-node3.pid")" $stepd $victims ;;
+    esac
+    # the ranks and srun gone, and hetpipe launch (the batch script) ended
+    local i=0
+    while { pgrep -f "hetpipe-$job/" > /dev/null || [ -n "$(squeue -h -j "$job" -t R 2> /dev/null)" ]; } &&
+        [ $i -lt 600 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    if [ "$what" = LOST ]; then # node3 back, for the next tests
+        slurmd -N node3 -f "$SLURM_CONF"
+        i=0
+        until [ "$(sinfo -h -n node3 -o %t)" = idle ] || [ $i -ge 300 ]; do
+            sleep 0.1
+            i=$((i + 1))
+        done
+    fi
+    cat "$out"
+    code=$(scontrol show job "$job" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
+    echo "# $what node3's rank: no process of job $job left after $ms ms; ExitCode $code" >&3
+    [ $i -lt 600 ]
 }
 
 # plan_rows FILE: the stage rows of the plan table, "node type" per line
@@ -230,6 +282,10 @@ type_of() {
     done
     ms=$((($(date +%s%N) - t0) / 1000000))
     echo "# USR1 to the batch shell: checkpointed and stopped after $ms ms" >&3
+    # a planned stop is no error: the ranks end with 0 for srun, launch exits 75 itself
+    grep -q "^launch: every rank checkpointed and stopped on request: exit status 75" "$out"
+    ! grep -E "^(srun|slurmstepd)[^:]*:.*error" "$out"
+    ! grep -q "CANCELLED" "$out"
     # the requeued run resumes and finishes (slurmctld holds a requeued job back two minutes:
     # once every node is idle again, and its old job is gone from them, the test lets it start)
     i=0
@@ -273,6 +329,38 @@ type_of() {
     grep -q "node3: task.*Killed" "$out"
 }
 
+@test "kill -9 of a rank: the job's exit status and message name it and SIGKILL, not the others' SIGTERM" {
+    fault_job KILL
+    grep -q "launch: the job failed: rank [0-9] (vw 0 stage $stage, rtx2060 on node3) was killed by SIGKILL (signal 9" "$out"
+    grep -q "exit status 137$" "$out"
+    [ "$code" = "137:0" ]
+    [ "$ms" -lt 10000 ]
+}
+
+@test "SIGSTOP of a rank: the job ends within 10 s (not after --timeout, 60 s) and its exit status and message name the stopped rank" {
+    fault_job STOP
+    grep -q "launch: the job failed: rank [0-9] (vw 0 stage $stage, rtx2060 on node3) was stopped (SIGSTOP) for more than 2 s" "$out"
+    grep -q "exit status 147$" "$out"
+    [ "$code" = "147:0" ]
+    [ "$ms" -lt 10000 ]
+}
+
+@test "a stopped rank that no peer can see (HETPIPE_LIVENESS=exit: as on another host) is found silent by its heartbeat within 15 s, not after --timeout (60 s); the job exits 124 naming it" {
+    fault_job STOP --export=ALL,HETPIPE_LIVENESS=exit
+    grep -q "launch: rank [0-9] (vw 0 stage $stage, rtx2060 on node3) is silent: no heartbeat for 1[0-9] s" "$out"
+    grep -q "launch: the job failed: rank [0-9] (vw 0 stage $stage, rtx2060 on node3) was silent: no heartbeat for 1[0-9] s; exit status 124" "$out"
+    [ "$code" = "124:0" ]
+    [ "$ms" -lt 15000 ]
+    ! grep -q "stopped (SIGSTOP)" "$out"
+}
+
+@test "a lost node (its slurmd, step daemon and tasks killed): the job ends within 60 s, naming a rank of that node and SIGKILL" {
+    fault_job LOST
+    grep -q "launch: the job failed: rank [0-9] ([^)]* on node3) was killed by SIGKILL (signal 9" "$out"
+    [ "$code" = "137:0" ]
+    [ "$ms" -lt 60000 ]
+}
+
 @test "scancel of a running training job leaves no hetpipe process within 10 s" {
     start_training
     # every process of this job names its run directory (srun and the ranks)
@@ -282,6 +370,26 @@ type_of() {
     wait_gone
     echo "# scancel: no process of job $job left after $ms ms" >&3
     ! pgrep -f "hetpipe-rank --plan $BATS_TEST_TMPDIR" > /dev/null
+}
+
+@test "--hetpipe-emulate=S: CPU ranks on a test cluster pad to S x the planned GPUs' times, so the report's ratios are near 1 with no 'slower than planned' warning" {
+    submit --hetpipe-emulate=600 "$ROOT/jobs/cnn-ed-local.sbatch" --train-limit 3200 \
+        --test-limit 500 --log-every 0
+    [ "$status" -eq 0 ]
+    grep -q "^launch: srun .* --emulate 600 " "$out"
+    grep -q "emulated GPU types" "$out"
+    ratio=$(sed -n 's/.*predicted [0-9]* for the emulated GPUs at scale 600: ratio \([0-9.]*\)).*/\1/p' "$out")
+    echo "# --hetpipe-emulate=600: VW 0 at $ratio of its predicted images/s" >&3
+    awk -v r="$ratio" 'BEGIN { exit !(r >= 0.8 && r <= 1.25) }'
+    # the job's report: every ratio near 1, no stage or VW slower than planned
+    grep -q "x 600 (emulation scale)" "hetpipe-$job/report.html"
+    ! grep -q "slower than planned" "hetpipe-$job/report.html"
+    grep -o "ratio [0-9.]*" "hetpipe-$job/report.html" | awk '{ if ($2 < 0.8 || $2 > 1.25) bad++ } END { exit bad > 0 || NR == 0 }'
+    # a bad value is refused at submit, naming the option and what is allowed
+    run sbatch --hetpipe-emulate=fast "$ROOT/jobs/cnn-ed-local.sbatch"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"--hetpipe-emulate=fast"*"auto, off or a number"* ]]
 }
 
 @test "a plan whose GPUs disagree with the allocation is refused by hetpipe launch" {

@@ -84,7 +84,7 @@ refused() {
         [ "$status" -eq 0 ]
         output=$(echo "$output" | tr -s ' \n' '  ') # unwrap the usage texts
         for o in policy=auto\|np\|ed\|hd\|dp placement=default\|local staleness=D nm=auto\|N \
-            model=NAME\|PATH batch=N epochs=N dry-run; do
+            model=NAME\|PATH batch=N epochs=N dry-run emulate=auto\|off\|S; do
             echo "$cmd: --hetpipe-$o"
             [[ "$output" == *"--hetpipe-$o"* ]]
         done
@@ -98,7 +98,7 @@ refused() {
     for bad in policy=fast policy= placement=near staleness=-1 staleness=1000000000 \
         staleness=abc staleness=65 staleness=1x staleness=+1 staleness=99999999999999999999 \
         nm=0 nm=-3 nm=x nm=65 model= model=/nonexistent/m.ini model=nosuchmodel 'model=a b' \
-        batch=0 batch=65537 epochs=0 epochs=10001 dry-run=yes; do
+        batch=0 batch=65537 epochs=0 epochs=10001 dry-run=yes emulate=fast emulate=-1; do
         refused sbatch "--hetpipe-$bad" --wrap=true
     done
     # the messages say what is allowed
@@ -149,11 +149,11 @@ refused() {
 @test "srun: the options reach the tasks' environment" {
     run timeout 30 srun -N1 --hetpipe-policy=ed --hetpipe-staleness=3 --hetpipe-nm=auto \
         --hetpipe-placement=local --hetpipe-model=cnn --hetpipe-batch=64 --hetpipe-epochs=2 \
-        --hetpipe-dry-run --hetpipe-recompute=always env
+        --hetpipe-dry-run --hetpipe-recompute=always --hetpipe-emulate=auto env
     echo "$output"
     [ "$status" -eq 0 ]
     for kv in POLICY=ed STALENESS=3 NM=auto PLACEMENT=local MODEL=cnn BATCH=64 EPOCHS=2 \
-        DRY_RUN=1 RECOMPUTE=always "CONF=$ROOT/etc/hetpipe.conf"; do
+        DRY_RUN=1 RECOMPUTE=always EMULATE=auto "CONF=$ROOT/etc/hetpipe.conf"; do
         echo "$output" | grep -qx "HETPIPE_$kv"
     done
     # a model path is carried as given

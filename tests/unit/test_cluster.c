@@ -5,10 +5,13 @@
 #include "cluster.h"
 #include "error.h"
 #include "gpudb.h"
+#include "outcome.h"
+#include "process.h"
 #include "slurm.h"
 
 #include <check.h>
 #include <glob.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -572,6 +575,128 @@ START_TEST(cluster_names_and_lists)
 }
 END_TEST
 
+/* rec DIR RANK STATUS SIGNAL BLAME WHY: a rank's exit record, as the rank writes it */
+static void rec(const char *dir, int rank, int status, int sig, int blame, const char *why)
+{
+    struct hp_rank_exit e = {.status = status, .signal = sig, .blame = blame};
+
+    snprintf(e.why, sizeof(e.why), "%s", why ? why : "");
+    ck_assert_int_eq(hp_rank_exit_save(dir, rank, &e), 0);
+}
+
+/* How a launched job ended, from its ranks' records: the first failure is the blamed rank, a
+ * rank without a record, or one that failed on its own, never the SIGTERM the others got. */
+START_TEST(job_outcome)
+{
+    struct hp_outcome o;
+    const char *dir = test_fresh_dir();
+
+    ck_assert_int_eq(hp_outcome_read(dir, 4, &o), 0);
+    ck_assert_int_eq(o.kind, HP_OUTCOME_NONE); /* no record: srun's status stands */
+    rec(dir, 0, 0, 0, -1, NULL);
+    rec(dir, 1, 75, 0, -1, NULL);
+    ck_assert_int_eq(hp_outcome_read(dir, 2, &o), 0);
+    ck_assert_int_eq(o.kind, HP_OUTCOME_STOPPED);
+    ck_assert_int_eq(o.status, 75);
+    ck_assert_int_eq(hp_outcome_read(dir, 1, &o), 0);
+    ck_assert_int_eq(o.kind, HP_OUTCOME_DONE);
+    ck_assert_int_eq(o.status, 0);
+    /* rank 2 killed by SIGKILL (no record); 3 blames it, 0..1 succeeded */
+    rec(dir, 3, 1, 0, 2, "exited");
+    ck_assert_int_eq(hp_outcome_read(dir, 4, &o), 0);
+    ck_assert_int_eq(o.kind, HP_OUTCOME_FAILED);
+    ck_assert_int_eq(o.rank, 2);
+    ck_assert_int_eq(o.status, 137);
+    ck_assert_ptr_nonnull(strstr(o.cause, "was killed by SIGKILL (signal 9"));
+    ck_assert_int_eq(o.failed, 2);
+    test_remove_dir(dir);
+
+    /* a chain: 0 and 1 blame 2, 2 blames 3, which was stopped; srun's SIGTERM to the rest */
+    dir = test_fresh_dir();
+    rec(dir, 0, 1, 0, 2, "exited");
+    rec(dir, 1, 1, 0, 2, "exited");
+    rec(dir, 2, 1, 0, 3, "stopped (SIGSTOP) for more than 2 s");
+    rec(dir, 3, 143, 15, -1, NULL);
+    rec(dir, 4, 143, 15, -1, NULL);
+    ck_assert_int_eq(hp_outcome_read(dir, 5, &o), 0);
+    ck_assert_int_eq(o.rank, 3);
+    ck_assert_int_eq(o.status, 128 + SIGSTOP);
+    ck_assert_ptr_nonnull(strstr(o.cause, "was stopped (SIGSTOP) for more than 2 s"));
+    test_remove_dir(dir);
+
+    /* no blame: the rank that failed on its own, not the ones srun terminated */
+    dir = test_fresh_dir();
+    rec(dir, 0, 143, 15, -1, NULL);
+    rec(dir, 1, 3, 0, -1, NULL);
+    rec(dir, 2, 143, 15, -1, NULL);
+    ck_assert_int_eq(hp_outcome_read(dir, 3, &o), 0);
+    ck_assert_int_eq(o.rank, 1);
+    ck_assert_int_eq(o.status, 3);
+    ck_assert_str_eq(o.cause, "failed with exit status 3");
+    test_remove_dir(dir);
+
+    /* a crash recorded by the rank's handler; a silent peer */
+    dir = test_fresh_dir();
+    rec(dir, 0, 143, 15, -1, NULL);
+    rec(dir, 1, 139, 11, -1, NULL);
+    ck_assert_int_eq(hp_outcome_read(dir, 2, &o), 0);
+    ck_assert_int_eq(o.rank, 1);
+    ck_assert_int_eq(o.status, 139);
+    ck_assert_str_eq(o.cause, "was killed by SIGSEGV (signal 11)");
+    rec(dir, 2, 1, 0, 0, "silent (no message within the deadline)");
+    ck_assert_int_eq(hp_outcome_read(dir, 3, &o), 0);
+    ck_assert_int_eq(o.rank, 0);
+    ck_assert_int_eq(o.status, HP_EXIT_SILENT);
+    test_remove_dir(dir);
+}
+END_TEST
+
+/* Heartbeats: a rank is silent once its count has moved in this launch and then not for
+ * HP_SILENT_S; a file that never moves (an earlier run's) is not; nor is an ended rank; a
+ * pause of the watcher itself times every rank afresh. */
+START_TEST(heartbeat_watch)
+{
+    const char *dir = test_fresh_dir();
+    char p0[4200], p1[4200], p2[4200];
+    struct hp_watch w;
+    double quiet = 0.0, t = 100.0;
+
+    ck_assert_int_eq(hp_watch_init(&w, 3), 0);
+    ck_assert_int_eq(hp_rank_beat_create(dir, 0, p0, sizeof(p0)), 0);
+    ck_assert_int_eq(hp_rank_beat_create(dir, 1, p1, sizeof(p1)), 0);
+    ck_assert_int_eq(hp_rank_beat_create(dir, 2, p2, sizeof(p2)), 0);
+    ck_assert_int_eq(hp_rank_beat(p2, 99), 0); /* stale: never moves */
+    for (unsigned long n = 1; n <= 5; n++, t += 1.0) {
+        hp_rank_beat(p0, n);
+        hp_rank_beat(p1, n);
+        ck_assert_int_eq(hp_watch_silent(&w, dir, t, &quiet), -1);
+    }
+    /* rank 1 stops; rank 0 beats on */
+    for (unsigned long n = 6; t < 105.0 + HP_SILENT_S - 1.0; n++, t += 1.0) {
+        hp_rank_beat(p0, n);
+        ck_assert_int_eq(hp_watch_silent(&w, dir, t, &quiet), -1);
+    }
+    hp_rank_beat(p0, 1000);
+    ck_assert_int_eq(hp_watch_silent(&w, dir, t, &quiet), 1); /* HP_SILENT_S since it moved */
+    ck_assert(quiet >= HP_SILENT_S && quiet < HP_SILENT_S + 1.0);
+    ck_assert_int_eq(hp_watch_silent(&w, dir, t + 0.5, &quiet), -1); /* once per HP_BEAT_S */
+    /* the watcher paused (stopped itself): rank 1 is timed afresh */
+    ck_assert_int_eq(hp_watch_silent(&w, dir, t + 10.0, &quiet), -1);
+    for (double u = t + 11.0; u < t + 10.0 + HP_SILENT_S; u += 1.0) {
+        hp_rank_beat(p0, (unsigned long)u);
+        ck_assert_int_eq(hp_watch_silent(&w, dir, u, &quiet), -1);
+    }
+    hp_rank_beat(p0, 2000);
+    ck_assert_int_eq(hp_watch_silent(&w, dir, t + 10.0 + HP_SILENT_S, &quiet), 1);
+    /* an ended rank is not silent */
+    rec(dir, 1, 0, 0, -1, NULL);
+    hp_rank_beat(p0, 2001);
+    ck_assert_int_eq(hp_watch_silent(&w, dir, t + 11.0 + HP_SILENT_S, &quiet), -1);
+    hp_watch_release(&w);
+    test_remove_dir(dir);
+}
+END_TEST
+
 Suite *suite_cluster(void)
 {
     Suite *s = suite_create("cluster");
@@ -590,6 +715,8 @@ Suite *suite_cluster(void)
     tcase_add_loop_test(t, gres_detail, 0, (int)(sizeof(gres_cases) / sizeof(gres_cases[0])));
     tcase_add_test(t, alloc_as_cluster);
     tcase_add_test(t, cluster_names_and_lists);
+    tcase_add_test(t, job_outcome);
+    tcase_add_test(t, heartbeat_watch);
     suite_add_tcase(s, t);
     /* 64,000 GPUs written and read three times: seconds, more under a sanitizer */
     t = tcase_create("extremes");

@@ -313,6 +313,48 @@ START_TEST(infile_regular_files_only)
 }
 END_TEST
 
+/* The whole record: signal and blame lines round-trip; the status line stays what
+ * hp_rank_exit_read reads; a heartbeat moves and is never taken from a file it did not make. */
+START_TEST(rank_exit_records_and_heartbeats)
+{
+    const char *dir = test_fresh_dir();
+    struct hp_rank_exit e = {.status = 143, .signal = 15, .blame = -1}, back;
+    char path[4200], name[32];
+    unsigned long c = 7;
+    int st = -1;
+
+    ck_assert_int_eq(hp_rank_exit_save(dir, 0, &e), 0);
+    ck_assert_int_eq(hp_rank_exit_load(dir, 0, &back), 0);
+    ck_assert_int_eq(back.status, 143);
+    ck_assert_int_eq(back.signal, 15);
+    ck_assert_int_eq(back.blame, -1);
+    e = (struct hp_rank_exit){.status = 1, .blame = 6};
+    snprintf(e.why, sizeof(e.why), "stopped (SIGSTOP) for more than 2 s\nand more");
+    ck_assert_int_eq(hp_rank_exit_save(dir, 1, &e), 0);
+    ck_assert_int_eq(hp_rank_exit_read(dir, 1, &st), 0);
+    ck_assert_int_eq(st, 1);
+    ck_assert_int_eq(hp_rank_exit_load(dir, 1, &back), 0);
+    ck_assert_int_eq(back.blame, 6);
+    ck_assert_int_eq(back.signal, 0);
+    ck_assert_str_eq(back.why, "stopped (SIGSTOP) for more than 2 s"); /* one line */
+    ck_assert_int_eq(hp_rank_exit_save(dir, 1, &e), -1);                /* never replaced */
+    ck_assert_str_eq(hp_signal_name(SIGKILL, name, sizeof(name)), "SIGKILL");
+    ck_assert_str_eq(hp_signal_name(SIGSTOP, name, sizeof(name)), "SIGSTOP");
+    ck_assert_str_eq(hp_signal_name(SIGRTMIN + 1, name, sizeof(name)) == name ? "x" : "y", "x");
+    /* heartbeats */
+    ck_assert_int_eq(hp_rank_beat_read(dir, 2, &c), -1);
+    ck_assert_int_eq(hp_rank_beat_create(dir, 2, path, sizeof(path)), 0);
+    ck_assert_int_eq(hp_rank_beat_read(dir, 2, &c), 0);
+    ck_assert_uint_eq(c, 0);
+    ck_assert_int_eq(hp_rank_beat(path, 12345), 0);
+    ck_assert_int_eq(hp_rank_beat_read(dir, 2, &c), 0);
+    ck_assert_uint_eq(c, 12345);
+    ck_assert_int_eq(hp_rank_beat_create(dir, 2, path, sizeof(path)), -1); /* exists */
+    ck_assert_int_eq(errno, EEXIST);
+    test_remove_dir(dir);
+}
+END_TEST
+
 /* What a message quotes from a file reaches a terminal escaped. */
 START_TEST(control_characters_escaped)
 {
@@ -344,6 +386,7 @@ Suite *suite_common(void)
     tcase_add_test(t, rank_exit_files);
     tcase_add_test(t, infile_regular_files_only);
     tcase_add_test(t, control_characters_escaped);
+    tcase_add_test(t, rank_exit_records_and_heartbeats);
     suite_add_tcase(s, t);
     return s;
 }
