@@ -229,6 +229,20 @@ static void *write_part(void *arg)
     return NULL;
 }
 
+/* The writer thread, with every signal blocked: the rank's handlers run on its main thread,
+ * and the writes are not interrupted (EINTR). 0 or -1. */
+static int start_writer(struct hp_ckpt_pending *pd)
+{
+    sigset_t all, old;
+    int rc;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&pd->thread, NULL, write_part, pd);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc == 0 ? 0 : -1;
+}
+
 static void pending_free(struct hp_ckpt_pending *pd)
 {
     if (!pd)
@@ -285,7 +299,7 @@ int hp_ckpt_start(const struct hp_ckpt_job *c, long seq, struct hp_ckpt_units *u
         pd->note.status = 1;
         atomic_store(&pd->written, 1);
     } else if (!rc) {
-        if (pthread_create(&pd->thread, NULL, write_part, pd) != 0) {
+        if (start_writer(pd)) {
             hp_error("checkpoint %ld: cannot start the thread that writes the part", seq);
             rc = -HP_EIO;
         } else {
@@ -486,7 +500,7 @@ int hp_ckpt_start_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_stor
     if (hp_ckpt_dir(c->parent ? c->parent : ".", seq, pd->dir, sizeof(pd->dir))) {
         pd->note.status = 1;
         atomic_store(&pd->written, 1);
-    } else if (pthread_create(&pd->thread, NULL, write_part, pd) != 0) {
+    } else if (start_writer(pd)) {
         pd->note.status = 1;
         atomic_store(&pd->written, 1);
         hp_warn("PS shard rank %d: checkpoint %ld: cannot start the thread that writes its part",
