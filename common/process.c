@@ -119,10 +119,10 @@ int hp_rank_exit_load(const char *dir, int rank, struct hp_rank_exit *e)
     *e = (struct hp_rank_exit){.blame = -1};
     if (hp_rank_exit_read(dir, rank, &e->status) || exit_path(dir, rank, path, sizeof(path)))
         return -1;
-    fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    fd = hp_infile_open(path, HP_INFILE_NOFOLLOW, &st);
     if (fd < 0)
         return -1;
-    n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, text, sizeof(text) - 1) : -1;
+    n = read(fd, text, sizeof(text) - 1);
     close(fd);
     if (n <= 0)
         return -1;
@@ -201,10 +201,10 @@ int hp_rank_beat_read(const char *dir, int rank, unsigned long *count)
 
     if (snprintf(path, sizeof(path), "%s/rank-%d.alive", dir, rank) >= (int)sizeof(path))
         return -1;
-    fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    fd = hp_infile_open(path, HP_INFILE_NOFOLLOW, &st);
     if (fd < 0)
         return -1;
-    n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, text, sizeof(text) - 1, 0) : -1;
+    n = pread(fd, text, sizeof(text) - 1, 0);
     close(fd);
     if (n != 21)
         return -1;
