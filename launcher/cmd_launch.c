@@ -52,6 +52,8 @@ struct launch {
     unsigned long jobid;
     char dir[4096], plan_path[4200], bind_path[4200], host_path[4200], rank_bin[4096];
     char ckpt_dir[4200], resume[4200];
+    char job_dir[4200];    /* the job's directory: dir itself, or dir's parent for a restart */
+    struct hp_runrec rec; /* this run's record, dir/run.ini */
     const char *av[MAX_ARGS];
     int ac;
     char store[1 << 17]; /* the ranks' option strings */
@@ -91,17 +93,35 @@ static void print_alloc(const struct hp_alloc *a)
 }
 
 /* The run directory: --run-dir, else $SLURM_SUBMIT_DIR/hetpipe-JOBID (then .1, .2, ... for
- * later launches in the same job); it must be visible on every node of the job. */
+ * later launches in the same job); it must be visible on every node of the job. A requeued
+ * job (SLURM_RESTART_COUNT K >= 1) whose directory holds an earlier run's plan runs in
+ * JOB_DIR/run-K: one directory per job (rundir.h). */
 static int make_dir(struct launch *l)
 {
-    const char *base = getenv("SLURM_SUBMIT_DIR");
+    const char *base = getenv("SLURM_SUBMIT_DIR"), *restarts = getenv("SLURM_RESTART_COUNT");
     char cwd[4096], name[64];
+    long k = 0;
 
     if (!base || !*base)
         base = getcwd(cwd, sizeof(cwd)) ? cwd : ".";
     snprintf(name, sizeof(name), "hetpipe-%lu", l->jobid);
-    if (hp_rundir_create("launch", l->o.run_dir, base, name, l->dir, sizeof(l->dir)))
-        return -1;
+    if (!restarts || hp_parse_long(restarts, 1, 1L << 30, &k))
+        k = 0;
+    if (l->o.run_dir)
+        snprintf(l->job_dir, sizeof(l->job_dir), "%s", l->o.run_dir);
+    else
+        snprintf(l->job_dir, sizeof(l->job_dir), "%s/%s", base, name);
+    l->rec = (struct hp_runrec){.status = -1, .resumed_seq = -1, .resumed_samples = -1};
+    if (k >= 1 && hp_rundir_is_job(l->job_dir)) {
+        if (hp_rundir_restart("launch", l->job_dir, (int)k, l->dir, sizeof(l->dir),
+                              &l->rec.restart))
+            return -1;
+        printf("launch: restart %ld of job %lu: this run in %s\n", k, l->jobid, l->dir);
+    } else {
+        if (hp_rundir_create("launch", l->o.run_dir, base, name, l->dir, sizeof(l->dir)))
+            return -1;
+        snprintf(l->job_dir, sizeof(l->job_dir), "%s", l->dir);
+    }
     snprintf(l->plan_path, sizeof(l->plan_path), "%s/plan.ini", l->dir);
     snprintf(l->bind_path, sizeof(l->bind_path), "%s/binding", l->dir);
     snprintf(l->host_path, sizeof(l->host_path), "%s/hostfile", l->dir);
@@ -293,6 +313,11 @@ static int run_srun(struct launch *l)
     struct sigaction sa = {0};
     int status = 0;
 
+    l->rec.started = hp_runrec_now();
+    l->rec.resumed_seq = l->job.resumed_seq;
+    l->rec.resumed_samples = l->job.resumed_samples;
+    if (hp_runrec_write(l->dir, &l->rec))
+        return 1;
     sa.sa_sigaction = on_signal;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
@@ -318,13 +343,17 @@ static int run_srun(struct launch *l)
         return 1;
     srun_pid = 0;
     fflush(stdout);
+    const int rc = WIFSIGNALED(status)  ? 128 + WTERMSIG(status)
+                   : WIFEXITED(status) ? WEXITSTATUS(status)
+                                       : 1;
+    l->rec.ended = hp_runrec_now();
+    l->rec.status = rc;
+    (void)hp_runrec_write(l->dir, &l->rec);
     if (l->o.timeline)
         hp_tl_merge(hp_keep("%s/timeline", l->dir), l->job.plan.nranks, l->o.timeline);
-    if (hp_report_write(l->dir, NULL, 0, NULL, l->job.config) == 0)
-        printf("launch: the job's report: %s/report.html\n", l->dir);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (hp_report_write(l->job_dir, NULL, 0, NULL, l->job.config) == 0)
+        printf("launch: the job's report: %s/report.html\n", l->job_dir);
+    return rc;
 }
 
 static void print_srun(struct launch *l)
