@@ -262,15 +262,16 @@ static int ranks_ended(const struct launch *l, int *worst)
 }
 
 /* Wait for srun (signals to us passed on), every 0.2 s. srun may not end when its tasks have
- * (Slurm 22.05's mpi/pmix plugin can hang in its abort agent at the end of a heterogeneous
- * step): once every rank has ended, srun gets --timeout seconds to end, then SIGTERM and, 5 s
- * later, SIGKILL; the job's status is then the ranks' (the largest). *status: srun's, or the
- * ranks' as a wait status. */
+ * (Slurm 22.05's mpi/pmix plugin: two components of a heterogeneous step join its abort agent's
+ * thread at once, README "For admins"): once every rank has ended, srun gets --timeout seconds
+ * to end, then SIGKILL (it has nothing left to do; SIGTERM would only add srun's own "forcing
+ * job termination" to the one line said here); the job's status is then the ranks' (the
+ * largest). *status: srun's, or the ranks' as a wait status. */
 static int wait_srun(struct launch *l, pid_t pid, int *status)
 {
     const double grace = l->o.timeout;
-    double ended_at = 0.0, term_at = 0.0;
-    int worst = 0, killed = 0, hard = 0;
+    double ended_at = 0.0;
+    int worst = 0, killed = 0;
 
     for (;;) {
         if (pending_sig)
@@ -285,17 +286,13 @@ static int wait_srun(struct launch *l, pid_t pid, int *status)
         const double now = hp_now_s();
         if (ended_at == 0.0 && ranks_ended(l, &worst) == l->job.plan.nranks)
             ended_at = now;
-        if (ended_at > 0.0 && term_at == 0.0 && now - ended_at > grace) {
-            hp_warn("launch: every rank ended (status %d) %.0f s ago, but srun has not: stopping "
-                    "it (a hang of Slurm's mpi/pmix plugin at the end of a step)",
-                    worst, now - ended_at);
-            kill(pid, SIGTERM);
-            term_at = now;
-            killed = 1;
-        }
-        if (killed && !hard && now - term_at > 5.0) {
+        if (ended_at > 0.0 && !killed && now - ended_at > grace) {
+            hp_warn("launch: srun had not ended %.0f s after every rank had: stopped it (Slurm's "
+                    "mpi/pmix hang at the end of a heterogeneous step); the job's result is the "
+                    "ranks': status %d",
+                    now - ended_at, worst);
             kill(pid, SIGKILL);
-            hard = 1;
+            killed = 1;
         }
         nanosleep(&(struct timespec){.tv_nsec = 200 * 1000 * 1000}, NULL);
     }
