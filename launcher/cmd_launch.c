@@ -52,7 +52,7 @@ struct launch {
     unsigned long jobid;
     char dir[4096], plan_path[4200], bind_path[4200], host_path[4200], rank_bin[4096];
     char ckpt_dir[4200], resume[4200];
-    char job_dir[4200];    /* the job's directory: dir itself, or dir's parent for a restart */
+    char job_dir[4200];   /* the job's directory: dir itself, or dir's parent for a restart */
     struct hp_runrec rec; /* this run's record, dir/run.ini */
     const char *av[MAX_ARGS];
     int ac;
@@ -340,7 +340,7 @@ static int run_srun(struct launch *l)
         return 1;
     srun_pid = 0;
     fflush(stdout);
-    const int rc = WIFSIGNALED(status)  ? 128 + WTERMSIG(status)
+    const int rc = WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                    : WIFEXITED(status) ? WEXITSTATUS(status)
                                        : 1;
     l->rec.ended = hp_runrec_now();

@@ -50,9 +50,9 @@ struct local {
     char dir[4096], boot[4200], plan_path[4200], rank_bin[4096], emu[64];
     char tl_prefix[4200], stats[4200], metrics[4200]; /* in the run directory */
     const char *av[MAX_ARGS];
-    char store[1 << 17]; /* the strings of av */
-    char resume[4200];   /* --resume resolved */
-    int resuming;        /* --resume given (auto or a DIR), before hp_job_resume resolved it */
+    char store[1 << 17];  /* the strings of av */
+    char resume[4200];    /* --resume resolved */
+    int resuming;         /* --resume given (auto or a DIR), before hp_job_resume resolved it */
     struct hp_runrec rec; /* this run's record, dir/run.ini */
     pid_t *pids;
     int failed;     /* the first rank that failed, nranks when interrupted, -1 */
@@ -156,15 +156,14 @@ static int prepare(struct local *L)
     const int later = L->resuming && L->o.run_dir && hp_rundir_is_job(L->o.run_dir);
 
     L->rec = (struct hp_runrec){.status = -1};
-    if ((later ? hp_rundir_restart("run", L->o.run_dir, -1, L->dir, sizeof(L->dir),
-                                   &L->rec.restart)
+    if ((later ? hp_rundir_restart("run", L->o.run_dir, -1, L->dir, sizeof(L->dir), &L->rec.restart)
                : hp_rundir_create("run", L->o.run_dir, tmp && *tmp ? tmp : "/tmp",
                                   "hetpipe-run.XXXXXX", L->dir, sizeof(L->dir))) ||
         hp_rundir_sub("run", L->dir, "boot", L->boot, sizeof(L->boot)))
         return -HP_EIO;
     if (later)
-        printf("run: restart %d of the job in %s: this run in %s\n", L->rec.restart,
-               L->o.run_dir, L->dir);
+        printf("run: restart %d of the job in %s: this run in %s\n", L->rec.restart, L->o.run_dir,
+               L->dir);
     snprintf(L->plan_path, sizeof(L->plan_path), "%s/plan.ini", L->dir);
     L->rec.started = hp_runrec_now();
     L->rec.resumed_seq = L->job.resumed_seq;

@@ -94,8 +94,9 @@ static const struct hp_metric *last_test(const struct hp_jobdata *d)
     return NULL;
 }
 
-/* "4 GPUs: 2 x titanv, 2 x p4000" over the plan's stages. */
-static void gpu_summary(const struct hp_jobdata *d, char *buf, size_t n)
+/* "4 GPUs: 2 x titanv (NVIDIA TITAN V), 2 x p4000 (...)" over the plan's stages; without
+ * `labels` the types' names only. */
+static void gpu_summary(const struct hp_jobdata *d, int labels, char *buf, size_t n)
 {
     const struct hp_plan *p = &d->job.plan;
     int total = 0, *count = calloc((size_t)d->job.db.ntypes + 1, sizeof(int));
@@ -108,8 +109,9 @@ static void gpu_summary(const struct hp_jobdata *d, char *buf, size_t n)
     len = (size_t)snprintf(buf, n, "%d GPU%s", total, total == 1 ? "" : "s");
     for (int t = 0, k = 0; count && t < d->job.db.ntypes && len < n; t++)
         if (count[t])
-            len += (size_t)snprintf(buf + len, n - len, "%s%d x %s (%s)", k++ ? ", " : ": ",
-                                    count[t], d->job.db.types[t].name, d->job.db.types[t].label);
+            len += (size_t)snprintf(buf + len, n - len, "%s%d x %s%s%s%s", k++ ? ", " : ": ",
+                                    count[t], d->job.db.types[t].name, labels ? " (" : "",
+                                    labels ? d->job.db.types[t].label : "", labels ? ")" : "");
     free(count);
 }
 
@@ -158,7 +160,7 @@ static void page_header(FILE *f, const struct hp_jobdata *d)
         hp_placement_name(p->opts.placement));
     tag(f, "<dt>cluster</dt><dd>", "</dd>\n", "%s: %d node%s, %d GPUs", d->job.cl.name,
         d->job.cl.nnodes, d->job.cl.nnodes == 1 ? "" : "s", d->job.cl.ngpus);
-    gpu_summary(d, buf, sizeof(buf));
+    gpu_summary(d, 1, buf, sizeof(buf));
     tag(f, "<dt>GPUs in the plan</dt><dd>", "</dd>\n", "%s", buf);
     if (p->opts.policy == HP_POLICY_DP)
         tag(f, "<dt>virtual workers</dt><dd>", "</dd>\n",
@@ -532,8 +534,8 @@ static void part_end(const struct hp_jobdata *d, long *samples, double *seconds)
     *samples = d->have_rec && d->rec.resumed_samples > 0 ? d->rec.resumed_samples : 0;
     *seconds = 0.0;
     for (int i = 0; i < d->nmetrics; i++) {
-        *samples = samples_at(d, &d->metrics[i]) > *samples ? samples_at(d, &d->metrics[i])
-                                                              : *samples;
+        *samples =
+            samples_at(d, &d->metrics[i]) > *samples ? samples_at(d, &d->metrics[i]) : *samples;
         *seconds = fmax(*seconds, d->metrics[i].seconds);
     }
 }
@@ -638,13 +640,14 @@ static void runs_row(FILE *f, const struct jobview *v, int k)
 
     utc(d->have_rec ? d->rec.started : 0.0, a, sizeof(a));
     utc(d->have_rec ? d->rec.ended : 0.0, b, sizeof(b));
-    gpu_summary(d, gpus, sizeof(gpus));
+    gpu_summary(d, 0, gpus, sizeof(gpus));
     tag(f, "<tr><td>", "</td>", "%s", k ? d->name : "the job directory");
     tag(f, "<td>", "</td>", "%d", d->have_rec ? d->rec.restart : k);
     tag(f, "<td>", "</td>", "%s", a);
     tag(f, "<td>", "</td>", "%s", b);
     if (d->have_rec && d->rec.status >= 0)
-        fprintf(f, "<td>%d%s</td>", d->rec.status, d->rec.status == 75 ? " (checkpointed, stopped)" : "");
+        fprintf(f, "<td>%d%s</td>", d->rec.status,
+                d->rec.status == 75 ? " (checkpointed, stopped)" : "");
     else
         fputs("<td>unknown</td>", f);
     if (d->have_rec && d->rec.resumed_seq >= 0)
@@ -653,7 +656,7 @@ static void runs_row(FILE *f, const struct jobview *v, int k)
     else
         fputs("<td>the beginning</td>", f);
     if (k)
-        gpu_summary(&v->parts[k - 1], before, sizeof(before));
+        gpu_summary(&v->parts[k - 1], 0, before, sizeof(before));
     tag(f, "<td>", "</td>", "%s%s", gpus, k && strcmp(gpus, before) ? " (changed)" : "");
     if (k)
         fprintf(f, "<td>%ld samples, %.1f s</td><td>%.1f s</td><td>%.1f s</td></tr>\n",
@@ -683,8 +686,9 @@ static void page_runs(FILE *f, const struct jobview *v)
         runs_row(f, v, k);
         total += k ? v->lost[k].train_s + v->lost[k].gap_s : 0.0;
     }
-    fprintf(f, "<tr><td colspan=\"9\">time lost to %d interruption%s</td><td>%.1f s</td></tr>\n"
-               "</table></section>\n",
+    fprintf(f,
+            "<tr><td colspan=\"9\">time lost to %d interruption%s</td><td>%.1f s</td></tr>\n"
+            "</table></section>\n",
             v->nparts - 1, v->nparts == 2 ? "" : "s", total);
 }
 
@@ -695,12 +699,12 @@ static void figures_plans(FILE *f, const struct jobview *v)
     int changed = 0;
 
     for (int k = 1; v && k < v->nparts; k++) {
-        gpu_summary(&v->parts[k - 1], a, sizeof(a));
-        gpu_summary(&v->parts[k], b, sizeof(b));
+        gpu_summary(&v->parts[k - 1], 0, a, sizeof(a));
+        gpu_summary(&v->parts[k], 0, b, sizeof(b));
         changed |= strcmp(a, b) != 0;
     }
     for (int k = 0; changed && k < v->nparts - 1; k++) {
-        gpu_summary(&v->parts[k], a, sizeof(a));
+        gpu_summary(&v->parts[k], 1, a, sizeof(a));
         fprintf(f, "<figure id=\"fig-plan-run-%d\">", k);
         tag(f, "<figcaption>", "</figcaption>\n",
             "The plan of run %d of the job (%s): the GPUs changed between runs.", k, a);
@@ -760,8 +764,7 @@ static void page_footer(FILE *f, const struct hp_jobdata *const *runs, int nruns
     fputs("</ul><p>Written by hetpipe report.</p></footer>\n", f);
 }
 
-static void page(FILE *f, const struct hp_jobdata *const *runs, int nruns,
-                 const struct jobview *v)
+static void page(FILE *f, const struct hp_jobdata *const *runs, int nruns, const struct jobview *v)
 {
     const struct hp_jobdata *d = runs[0];
 

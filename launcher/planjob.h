@@ -26,8 +26,8 @@ struct hp_job {
     char token[33];      /* 32 hex digits, random, per job */
     char config[4096];   /* the site config's absolute path, for the ranks */
     char ckpt_dir[4096]; /* --checkpoint-dir made absolute (hp_job_resume) */
-    long resumed_seq, resumed_samples; /* the checkpoint resumed from and its samples, -1: none
-                                        * (hp_job_resume) */
+    /* the checkpoint resumed from and its samples, -1: none (hp_job_resume) */
+    long resumed_seq, resumed_samples;
     int profiled;        /* units with measured times (o->profile) */
 };
 

@@ -182,9 +182,10 @@ int hp_runrec_write(const char *dir, const struct hp_runrec *r)
         hp_error("cannot write the run's record '%s': %s", tmp, strerror(errno));
         return -HP_EIO;
     }
-    fprintf(f, "# one run of a job (hetpipe launch or hetpipe run); hetpipe report reads it\n"
-               "[run]\nrestart = %d\nstarted = %.3f\nended = %.3f\nstatus = %d\n"
-               "resumed_seq = %ld\nresumed_samples = %ld\n",
+    fprintf(f,
+            "# one run of a job (hetpipe launch or hetpipe run); hetpipe report reads it\n"
+            "[run]\nrestart = %d\nstarted = %.3f\nended = %.3f\nstatus = %d\n"
+            "resumed_seq = %ld\nresumed_samples = %ld\n",
             r->restart, r->started, r->ended, r->status, r->resumed_seq, r->resumed_samples);
     bad = ferror(f);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {

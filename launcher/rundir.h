@@ -36,11 +36,11 @@ int hp_rundir_restart(const char *cmd, const char *job_dir, int restart, char *o
 
 /* The record of one run, RUN_DIR/run.ini ([run] section). */
 struct hp_runrec {
-    int restart;             /* 0: the job's first run; K for JOB_DIR/run-K */
-    double started, ended;   /* wall clock, seconds since the epoch; ended 0: not (yet) known */
-    int status;              /* exit status; -1: not (yet) known */
-    long resumed_seq;        /* the checkpoint the run resumed from, -1: none (a fresh start) */
-    long resumed_samples;    /* its position: training samples of the job before it */
+    int restart;           /* 0: the job's first run; K for JOB_DIR/run-K */
+    double started, ended; /* wall clock, seconds since the epoch; ended 0: not (yet) known */
+    int status;            /* exit status; -1: not (yet) known */
+    long resumed_seq;      /* the checkpoint the run resumed from, -1: none (a fresh start) */
+    long resumed_samples;  /* its position: training samples of the job before it */
 };
 
 /* The wall clock, seconds since the epoch. */

@@ -779,8 +779,12 @@ START_TEST(run_record_and_restart_dirs)
 {
     const char *dir = test_fresh_dir();
     char job[600], run[700], path[800];
-    struct hp_runrec r = {.restart = 2, .started = 1765000000.25, .ended = 1765000100.5,
-                          .status = 75, .resumed_seq = 4, .resumed_samples = 12800},
+    struct hp_runrec r = {.restart = 2,
+                          .started = 1765000000.25,
+                          .ended = 1765000100.5,
+                          .status = 75,
+                          .resumed_seq = 4,
+                          .resumed_samples = 12800},
                      back;
     int k = 0;
 
@@ -796,11 +800,10 @@ START_TEST(run_record_and_restart_dirs)
     ck_assert_int_eq(back.resumed_samples, 12800);
     ck_assert(back.started == 1765000000.25 && back.ended == 1765000100.5);
     snprintf(path, sizeof(path), "%s/run.ini", job);
-    for (const char *const *bad = (const char *const[]){"[run]\nrestart = 1\nstarted = x\n",
-                                                        "[run]\nstarted = 1\n",
-                                                        "[run]\nrestart = 1\nstarted = 1\nwho = me\n",
-                                                        "[run]\nrestart = -3\nstarted = 1\n",
-                                                        NULL};
+    for (const char *const *bad =
+             (const char *const[]){"[run]\nrestart = 1\nstarted = x\n", "[run]\nstarted = 1\n",
+                                   "[run]\nrestart = 1\nstarted = 1\nwho = me\n",
+                                   "[run]\nrestart = -3\nstarted = 1\n", NULL};
          *bad; bad++) {
         FILE *f = fopen(path, "w");
         ck_assert_ptr_nonnull(f);
