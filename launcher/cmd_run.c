@@ -50,10 +50,12 @@ struct local {
     char dir[4096], boot[4200], plan_path[4200], rank_bin[4096], emu[64];
     char tl_prefix[4200], stats[4200], metrics[4200]; /* in the run directory */
     const char *av[MAX_ARGS];
-    char store[1 << 17];  /* the strings of av */
-    char resume[4200];    /* --resume resolved */
+    char store[1 << 17]; /* the strings of av */
+    char resume[4200];   /* --resume resolved */
+
     int resuming;         /* --resume given (auto or a DIR), before hp_job_resume resolved it */
     struct hp_runrec rec; /* this run's record, dir/run.ini */
+
     pid_t *pids;
     int failed;     /* the first rank that failed, nranks when interrupted, -1 */
     int stopped;    /* ranks that checkpointed and stopped on request */
