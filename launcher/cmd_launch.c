@@ -264,9 +264,9 @@ static int ranks_ended(const struct launch *l, int *worst)
 /* Wait for srun (signals to us passed on), every 0.2 s. srun may not end when its tasks have
  * (Slurm 22.05's mpi/pmix plugin: two components of a heterogeneous step join its abort agent's
  * thread at once, README "For admins"): once every rank has ended, srun gets --timeout seconds
- * to end, then SIGKILL (it has nothing left to do; SIGTERM would only add srun's own "forcing
- * job termination" to the one line said here); the job's status is then the ranks' (the
- * largest). *status: srun's, or the ranks' as a wait status. */
+ * to end, then SIGKILL (it has nothing left to do; a hung srun does not end on SIGTERM, it only
+ * adds its "forcing job termination" to the one line said here); the job's status is then the
+ * ranks' (the largest). *status: srun's, or the ranks' as a wait status. */
 static int wait_srun(struct launch *l, pid_t pid, int *status)
 {
     const double grace = l->o.timeout;
