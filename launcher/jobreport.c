@@ -744,7 +744,8 @@ static void page_figures(FILE *f, const struct hp_jobdata *const *runs, int nrun
     fputs("</section>\n", f);
 }
 
-static void page_footer(FILE *f, const struct hp_jobdata *const *runs, int nruns)
+static void page_footer(FILE *f, const struct hp_jobdata *const *runs, int nruns,
+                        const struct jobview *v)
 {
     const struct hp_jobdata *d = runs[0];
     const int n = d->job.plan.nranks;
@@ -757,6 +758,10 @@ static void page_footer(FILE *f, const struct hp_jobdata *const *runs, int nruns
         "%d rank log%s (rank-R.log), of %d ranks",
         d->nstats, d->nstats == 1 ? "" : "s", d->have_metrics ? "metrics.csv" : "no metrics.csv",
         d->ntl, d->ntl == 1 ? "" : "s", d->nlogs, d->nlogs == 1 ? "" : "s", n);
+    for (int k = 1; v && k < v->nparts; k++)
+        tag(f, "<li>", "</li>\n", "run %d of the job: %s (run.ini, plan.ini%s)%s", k,
+            v->parts[k].dir, v->parts[k].have_metrics ? ", metrics.csv" : "",
+            k == v->nparts - 1 ? "; the counts above are this run's" : "");
     tag(f, "<li>", "</li>\n", "site config (GPU types) %s", d->job.config);
     for (int i = 1; i < nruns; i++)
         tag(f, "<li>", "</li>\n", "compared with %s: plan.ini%s", runs[i]->dir,
@@ -780,7 +785,7 @@ static void page(FILE *f, const struct hp_jobdata *const *runs, int nruns, const
     page_warnings(f, d, runs + 1, nruns - 1);
     page_table(f, d);
     page_figures(f, runs, nruns, v);
-    page_footer(f, runs, nruns);
+    page_footer(f, runs, nruns, v);
     fputs(check_script, f);
     fputs("</body></html>\n", f);
 }
