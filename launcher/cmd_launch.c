@@ -296,6 +296,14 @@ static int wait_srun(struct launch *l, pid_t pid, int *status)
         }
         nanosleep(&(struct timespec){.tv_nsec = 200 * 1000 * 1000}, NULL);
     }
+    /* srun killed by a signal after every rank had ended (a glibc abort at the end of a
+     * heterogeneous step was seen once in hetjob_loop's 300 jobs): the training is done */
+    if (!killed && WIFSIGNALED(*status) && ranks_ended(l, &worst) == l->job.plan.nranks) {
+        hp_warn("launch: srun died of signal %d (%s) after every rank had ended; the job's result "
+                "is the ranks': status %d",
+                WTERMSIG(*status), strsignal(WTERMSIG(*status)), worst);
+        killed = 1;
+    }
     if (killed) /* the job's outcome is the ranks', not srun's */
         *status = (worst & 0xff) << 8;
     return 0;

@@ -213,6 +213,18 @@ EOF
     [ -z "$(pgrep -f "sleep 600")" ]
 }
 
+@test "an srun killed by a signal after every rank has ended: the job has the ranks' status, said in one line" {
+    # seen once in tests/bench/hetjob_loop: srun aborted by glibc at the end of a hetjob step
+    printf '#!/bin/sh\nsrun "$@"\nkill -ABRT $$\n' > "$BATS_TEST_TMPDIR/srun-aborts"
+    chmod +x "$BATS_TEST_TMPDIR/srun-aborts"
+    submit "$ROOT/jobs/hetjob-two-types.sbatch" --train-limit 3200 --test-limit 1000 \
+        --srun "$BATS_TEST_TMPDIR/srun-aborts"
+    [ "$status" -eq 0 ]
+    grep -q "launch: srun died of signal 6 (Aborted) after every rank had ended; the job's result is the ranks': status 0$" "$out"
+    grep -q "^launch: the job's report" "$out"
+    grep -q '^status = 0$' "hetpipe-$job/run.ini"
+}
+
 @test "a resumable job (--signal=B:USR1@N --requeue) signalled by scancel --signal=USR1 --batch checkpoints, requeues itself, resumes and reaches the uninterrupted accuracy" {
     run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --signal=B:USR1@30 \
         --hetpipe-epochs=1 --hetpipe-checkpoint-every=6000 --hetpipe-placement=local \
