@@ -600,14 +600,17 @@ static int view_merge(struct jobview *v)
 static int view_load(struct jobview *v, const char *dir, const char *config)
 {
     char path[4200];
-    int rc;
 
     for (int k = 1; k < 10000 && v->nparts < MAX_PARTS; k++) {
         snprintf(path, sizeof(path), "%s/run-%d", dir, k);
         if (!hp_rundir_is_job(path))
             continue;
-        if ((rc = hp_jobdata_load(&v->parts[v->nparts++], path, config)))
-            return rc;
+        if (hp_jobdata_load(&v->parts[v->nparts], path, config) == 0) {
+            v->nparts++;
+            continue;
+        }
+        hp_jobdata_release(&v->parts[v->nparts]); /* the cause is logged */
+        hp_warn("report: %s is left out of the job's runs", path);
     }
     if (v->nparts < 2)
         return 0;

@@ -233,4 +233,10 @@ run_stopped() {
     if command -v chromium > /dev/null 2>&1; then
         [ "$(page_check "$page")" = ok ]
     fi
+    # a run whose plan does not load is left out, named; the page covers the others
+    echo garbage > "$TMP/job/run-1/plan.ini"
+    run "$HETPIPE" report "$TMP/job" --out "$TMP/left.html"
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -q "report: $TMP/job/run-1 is left out of the job's runs"
+    [ "$(sed -n '/id="runs"/,/<\/section>/p' "$TMP/left.html" | grep -o '<tr><td>' | wc -l)" -eq 2 ]
 }
