@@ -54,6 +54,8 @@ struct launch {
     unsigned long jobid;
     char dir[4096], plan_path[4200], bind_path[4200], host_path[4200], rank_bin[4096];
     char ckpt_dir[4200], resume[4200], emu[64];
+    char job_dir[4200];   /* the job's directory: dir itself, or dir's parent for a restart */
+    struct hp_runrec rec; /* this run's record, dir/run.ini */
     const char *av[MAX_ARGS];
     int ac;
     char store[1 << 17]; /* the ranks' option strings */
@@ -96,17 +98,35 @@ static void print_alloc(const struct hp_alloc *a)
 }
 
 /* The run directory: --run-dir, else $SLURM_SUBMIT_DIR/hetpipe-JOBID (then .1, .2, ... for
- * later launches in the same job); it must be visible on every node of the job. */
+ * later launches in the same job); it must be visible on every node of the job. A requeued
+ * job (SLURM_RESTART_COUNT K >= 1) whose directory holds an earlier run's plan runs in
+ * JOB_DIR/run-K: one directory per job (rundir.h). */
 static int make_dir(struct launch *l)
 {
-    const char *base = getenv("SLURM_SUBMIT_DIR");
+    const char *base = getenv("SLURM_SUBMIT_DIR"), *restarts = getenv("SLURM_RESTART_COUNT");
     char cwd[4096], name[64];
+    long k = 0;
 
     if (!base || !*base)
         base = getcwd(cwd, sizeof(cwd)) ? cwd : ".";
     snprintf(name, sizeof(name), "hetpipe-%lu", l->jobid);
-    if (hp_rundir_create("launch", l->o.run_dir, base, name, l->dir, sizeof(l->dir)))
-        return -1;
+    if (!restarts || hp_parse_long(restarts, 1, 1L << 30, &k))
+        k = 0;
+    if (l->o.run_dir)
+        snprintf(l->job_dir, sizeof(l->job_dir), "%s", l->o.run_dir);
+    else
+        snprintf(l->job_dir, sizeof(l->job_dir), "%s/%s", base, name);
+    l->rec = (struct hp_runrec){.status = -1, .resumed_seq = -1, .resumed_samples = -1};
+    if (k >= 1 && hp_rundir_is_job(l->job_dir)) {
+        if (hp_rundir_restart("launch", l->job_dir, (int)k, l->dir, sizeof(l->dir),
+                              &l->rec.restart))
+            return -1;
+        printf("launch: restart %ld of job %lu: this run in %s\n", k, l->jobid, l->dir);
+    } else {
+        if (hp_rundir_create("launch", l->o.run_dir, base, name, l->dir, sizeof(l->dir)))
+            return -1;
+        snprintf(l->job_dir, sizeof(l->job_dir), "%s", l->dir);
+    }
     snprintf(l->plan_path, sizeof(l->plan_path), "%s/plan.ini", l->dir);
     snprintf(l->bind_path, sizeof(l->bind_path), "%s/binding", l->dir);
     snprintf(l->host_path, sizeof(l->host_path), "%s/hostfile", l->dir);
@@ -278,12 +298,14 @@ static int silent(struct launch *l, double now)
 }
 
 /* Wait for srun (signals to us passed on), every 0.2 s. srun may not end when its tasks have
- * (Slurm 22.05's mpi/pmix plugin can hang in its abort agent at the end of a heterogeneous
- * step): once every rank has ended, srun gets --timeout seconds to end, then SIGTERM and, 5 s
- * later, SIGKILL; the job's status is then the ranks' (the largest). Nor may it end when a
- * node was lost with its tasks (their exits never reach it): once a rank has failed, srun gets
- * FAIL_GRACE_S to end (it stops the others at once: --kill-on-bad-exit). *status: srun's, or
- * the ranks' as a wait status. */
+ * (Slurm 22.05's mpi/pmix plugin: two components of a heterogeneous step join its abort agent's
+ * thread at once, README "For admins"): once every rank has ended, srun gets --timeout seconds
+ * to end, then SIGKILL (it has nothing left to do; a hung srun does not end on SIGTERM, it only
+ * adds its "forcing job termination" to the one line said here); the job's status is then the
+ * ranks' (the largest). Nor may it end when a node was lost with its tasks (their exits never
+ * reach it): once a rank has failed, srun gets FAIL_GRACE_S to end (it stops the others at
+ * once: --kill-on-bad-exit), then SIGTERM and, 5 s later, SIGKILL. *status: srun's, or the
+ * ranks' as a wait status. */
 #define FAIL_GRACE_S 20.0
 static int wait_srun(struct launch *l, pid_t pid, int *status)
 {
@@ -306,13 +328,13 @@ static int wait_srun(struct launch *l, pid_t pid, int *status)
             ended_at = now;
         if (failed && failed_at == 0.0)
             failed_at = now;
-        if (ended_at > 0.0 && term_at == 0.0 && now - ended_at > grace) {
-            hp_warn("launch: every rank ended (status %d) %.0f s ago, but srun has not: stopping "
-                    "it (a hang of Slurm's mpi/pmix plugin at the end of a step)",
-                    worst, now - ended_at);
-            kill(pid, SIGTERM);
-            term_at = now;
-            killed = 1;
+        if (ended_at > 0.0 && !hard && now - ended_at > grace) {
+            hp_warn("launch: srun had not ended %.0f s after every rank had: stopped it (Slurm's "
+                    "mpi/pmix hang at the end of a heterogeneous step); the job's result is the "
+                    "ranks': status %d",
+                    now - ended_at, worst);
+            kill(pid, SIGKILL);
+            killed = hard = 1;
         }
         if (failed_at == 0.0 && ended_at == 0.0 && term_at == 0.0 && silent(l, now)) {
             term_at = now;
@@ -326,11 +348,19 @@ static int wait_srun(struct launch *l, pid_t pid, int *status)
             term_at = now;
             killed = 1;
         }
-        if (killed && !hard && now - term_at > 5.0) {
+        if (killed && !hard && term_at > 0.0 && now - term_at > 5.0) {
             kill(pid, SIGKILL);
             hard = 1;
         }
         nanosleep(&(struct timespec){.tv_nsec = 200 * 1000 * 1000}, NULL);
+    }
+    /* srun killed by a signal after every rank had ended (a glibc abort at the end of a
+     * heterogeneous step was seen once in hetjob_loop's 300 jobs): the training is done */
+    if (!killed && WIFSIGNALED(*status) && ranks_ended(l, &worst) == l->job.plan.nranks) {
+        hp_warn("launch: srun died of signal %d (%s) after every rank had ended; the job's result "
+                "is the ranks': status %d",
+                WTERMSIG(*status), strsignal(WTERMSIG(*status)), worst);
+        killed = 1;
     }
     if (killed) /* the job's outcome is the ranks', not srun's */
         *status = (worst & 0xff) << 8;
@@ -388,6 +418,11 @@ static int run_srun(struct launch *l)
         hp_error("launch: out of memory");
         return 1;
     }
+    l->rec.started = hp_runrec_now();
+    l->rec.resumed_seq = l->job.resumed_seq;
+    l->rec.resumed_samples = l->job.resumed_samples;
+    if (hp_runrec_write(l->dir, &l->rec))
+        return 1;
     sa.sa_sigaction = on_signal;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
@@ -413,12 +448,16 @@ static int run_srun(struct launch *l)
         return 1;
     srun_pid = 0;
     fflush(stdout);
+    const int rc = job_status(l, status); /* the first failure's cause, 75, or srun's */
+    l->rec.ended = hp_runrec_now();
+    l->rec.status = rc;
+    (void)hp_runrec_write(l->dir, &l->rec);
     if (l->o.timeline)
         hp_tl_merge(hp_keep("%s/timeline", l->dir), l->job.plan.nranks, l->o.timeline);
-    if (hp_report_write(l->dir, NULL, 0, NULL, l->job.config) == 0)
-        printf("launch: the job's report: %s/report.html\n", l->dir);
+    if (hp_report_write(l->job_dir, NULL, 0, NULL, l->job.config) == 0)
+        printf("launch: the job's report: %s/report.html\n", l->job_dir);
     fflush(stdout);
-    return job_status(l, status);
+    return rc;
 }
 
 static void print_srun(struct launch *l)

@@ -13,7 +13,9 @@ static const char synopsis[] =
     "or hetpipe launch's job directory): the job, warnings, predicted against measured\n"
     "throughput, pictures of its pipeline, loss and accuracy and plan, from its plan.ini,\n"
     "stats.R, metrics.csv, timeline.R and rank-R.log files. The other run directories are drawn\n"
-    "as extra loss and accuracy curves. The page goes to RUN_DIR/report.html unless --out.\n";
+    "as extra loss and accuracy curves. A job directory with later runs of the job in run-1,\n"
+    "run-2, ... (a requeued job) gets one page over every run. The page goes to\n"
+    "RUN_DIR/report.html unless --out.\n";
 
 int hp_cmd_report_html(int argc, char **argv)
 {

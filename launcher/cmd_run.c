@@ -51,6 +51,10 @@ struct local {
     const char *av[MAX_ARGS];
     char store[1 << 17]; /* the strings of av */
     char resume[4200];   /* --resume resolved */
+
+    int resuming;         /* --resume given (auto or a DIR), before hp_job_resume resolved it */
+    struct hp_runrec rec; /* this run's record, dir/run.ini */
+
     pid_t *pids;
     int failed;     /* the first rank that failed, nranks when interrupted, -1 */
     int fail_status; /* the job's exit status for it: 128 + its signal (SIGSTOP: stopped), or
@@ -103,12 +107,24 @@ static int prepare(struct local *L)
     const char *tmp = getenv("TMPDIR");
     int ac = 0;
 
-    if (hp_rundir_create("run", L->o.run_dir, tmp && *tmp ? tmp : "/tmp", "hetpipe-run.XXXXXX",
-                         L->dir, sizeof(L->dir)) ||
+    /* --resume into the directory of an earlier run of the job: this run is JOB_DIR/run-K */
+    const int later = L->resuming && L->o.run_dir && hp_rundir_is_job(L->o.run_dir);
+
+    L->rec = (struct hp_runrec){.status = -1};
+    if ((later ? hp_rundir_restart("run", L->o.run_dir, -1, L->dir, sizeof(L->dir), &L->rec.restart)
+               : hp_rundir_create("run", L->o.run_dir, tmp && *tmp ? tmp : "/tmp",
+                                  "hetpipe-run.XXXXXX", L->dir, sizeof(L->dir))) ||
         hp_rundir_sub("run", L->dir, "boot", L->boot, sizeof(L->boot)))
         return -HP_EIO;
+    if (later)
+        printf("run: restart %d of the job in %s: this run in %s\n", L->rec.restart, L->o.run_dir,
+               L->dir);
     snprintf(L->plan_path, sizeof(L->plan_path), "%s/plan.ini", L->dir);
-    if (hp_planfile_save(L->plan_path, &L->job.plan, &L->job.cl, &L->job.db, L->job.token))
+    L->rec.started = hp_runrec_now();
+    L->rec.resumed_seq = L->job.resumed_seq;
+    L->rec.resumed_samples = L->job.resumed_samples;
+    if (hp_planfile_save(L->plan_path, &L->job.plan, &L->job.cl, &L->job.db, L->job.token) ||
+        hp_runrec_write(L->dir, &L->rec))
         return -HP_EIO;
     snprintf(L->emu, sizeof(L->emu), "%.9g", hp_job_emulation(&L->job, L->o.emulate));
     L->av[ac++] = "hetpipe-rank";
@@ -410,6 +426,7 @@ int hp_cmd_run(int argc, char **argv)
     rc = hp_rank_binary("run", L->rank_bin, sizeof(L->rank_bin))
              ? -HP_EINVAL
              : hp_job_plan(&L->o, NULL, &L->job);
+    L->resuming = L->o.resume.automatic || L->o.resume.path;
     if (!rc)
         rc = local_capacity(L);
     if (!rc)
@@ -450,6 +467,11 @@ int hp_cmd_run(int argc, char **argv)
          : rc                                              ? 1
          : L->stopped                                      ? HP_CKPT_EXIT
                                                            : 0;
+    if (L->rec.started > 0.0 && access(L->dir, F_OK) == 0) { /* the run's directory is kept */
+        L->rec.ended = hp_runrec_now();
+        L->rec.status = rc;
+        (void)hp_runrec_write(L->dir, &L->rec);
+    }
 out_status:
     free(L->pids);
     free(L->stopped_since);

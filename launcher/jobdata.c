@@ -405,6 +405,10 @@ int hp_jobdata_load(struct hp_jobdata *d, const char *dir, const char *config)
     if ((rc = load_metrics(d)))
         return rc;
     load_timelines(d);
+    rc = hp_runrec_read(d->dir, &d->rec);
+    d->have_rec = rc == 0;
+    if (rc < 0)
+        note(d, "run.ini does not parse (see the message above): the run's times are unknown");
     return 0;
 }
 

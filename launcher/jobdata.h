@@ -10,11 +10,14 @@
  *   RUN_DIR/metrics.csv     split,epoch,step,seconds,loss,accuracy,images_per_s
  *   RUN_DIR/timeline.R      rank R's timeline part (common/tlpart.h)
  *   RUN_DIR/rank-R.log      rank R's output
+ *   RUN_DIR/run.ini         the run's record: restart, start, end, status, checkpoint resumed
+ *                           from (rundir.h)
  */
 #ifndef HP_JOBDATA_H
 #define HP_JOBDATA_H
 
 #include "planjob.h"
+#include "rundir.h"
 #include "tlpart.h"
 
 /* A worker rank's stats file; `have` 0 when there was none. Unknown keys are skipped. */
@@ -35,6 +38,7 @@ struct hp_metric {
     int epoch;
     long step; /* minibatches of all VWs so far: samples = step x batch */
     double seconds, loss, accuracy, images_per_s;
+    int part; /* in a whole job's curves: the run it comes from (0, 1, ...) */
 };
 
 /* Sums over a rank's whole timeline, in seconds. */
@@ -76,6 +80,8 @@ struct hp_jobdata {
     int nlogs;
     double scale;         /* emulation scale S of the run, 1 when none (emulate = 0) */
     int emulated;         /* emulate > 0 in the stats */
+    struct hp_runrec rec; /* run.ini; have_rec 0: none (a run of an older hetpipe) */
+    int have_rec;
     char model_note[512]; /* why the model's unit names are missing, or "" */
     int nnotes;
     char notes[HP_JD_NOTES][512]; /* what is missing or was left out, and how to get it */

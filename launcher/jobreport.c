@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GIB 1073741824.0
 
@@ -93,8 +94,9 @@ static const struct hp_metric *last_test(const struct hp_jobdata *d)
     return NULL;
 }
 
-/* "4 GPUs: 2 x titanv, 2 x p4000" over the plan's stages. */
-static void gpu_summary(const struct hp_jobdata *d, char *buf, size_t n)
+/* "4 GPUs: 2 x titanv (NVIDIA TITAN V), 2 x p4000 (...)" over the plan's stages; without
+ * `labels` the types' names only. */
+static void gpu_summary(const struct hp_jobdata *d, int labels, char *buf, size_t n)
 {
     const struct hp_plan *p = &d->job.plan;
     int total = 0, *count = calloc((size_t)d->job.db.ntypes + 1, sizeof(int));
@@ -107,8 +109,9 @@ static void gpu_summary(const struct hp_jobdata *d, char *buf, size_t n)
     len = (size_t)snprintf(buf, n, "%d GPU%s", total, total == 1 ? "" : "s");
     for (int t = 0, k = 0; count && t < d->job.db.ntypes && len < n; t++)
         if (count[t])
-            len += (size_t)snprintf(buf + len, n - len, "%s%d x %s (%s)", k++ ? ", " : ": ",
-                                    count[t], d->job.db.types[t].name, d->job.db.types[t].label);
+            len += (size_t)snprintf(buf + len, n - len, "%s%d x %s%s%s%s", k++ ? ", " : ": ",
+                                    count[t], d->job.db.types[t].name, labels ? " (" : "",
+                                    labels ? d->job.db.types[t].label : "", labels ? ")" : "");
     free(count);
 }
 
@@ -157,7 +160,7 @@ static void page_header(FILE *f, const struct hp_jobdata *d)
         hp_placement_name(p->opts.placement));
     tag(f, "<dt>cluster</dt><dd>", "</dd>\n", "%s: %d node%s, %d GPUs", d->job.cl.name,
         d->job.cl.nnodes, d->job.cl.nnodes == 1 ? "" : "s", d->job.cl.ngpus);
-    gpu_summary(d, buf, sizeof(buf));
+    gpu_summary(d, 1, buf, sizeof(buf));
     tag(f, "<dt>GPUs in the plan</dt><dd>", "</dd>\n", "%s", buf);
     if (p->opts.policy == HP_POLICY_DP)
         tag(f, "<dt>virtual workers</dt><dd>", "</dd>\n",
@@ -495,9 +498,228 @@ static void page_table(FILE *f, const struct hp_jobdata *d)
     fputs("</table></section>\n", f);
 }
 
+/* ---- the runs of a requeued job ------------------------------------------------------------ */
+
+#define MAX_PARTS 64
+
+/* What interruption k (between part k-1 and part k) cost. */
+struct lost {
+    long samples;   /* trained in part k-1 after the checkpoint part k resumed from: redone */
+    double train_s; /* the time part k-1 spent on them */
+    double gap_s;   /* from part k-1's end to part k's start (queue, start, loading) */
+};
+
+/* A job of several runs (rundir.h: JOB_DIR, JOB_DIR/run-1, ...). The page shows `merged`: the
+ * last run (a shallow copy of parts[nparts - 1], owning nothing but `all`) with the job
+ * directory's name and every run's metrics, on the clock of the job's first start. parts[0] is
+ * a shallow copy of the caller's data of the job directory; the others are owned. */
+struct jobview {
+    struct hp_jobdata parts[MAX_PARTS];
+    int nparts;
+    struct hp_jobdata merged;
+    struct hp_metric *all;
+    double offset[MAX_PARTS]; /* part k's start, seconds after part 0's */
+    struct lost lost[MAX_PARTS];
+    struct hp_fig_mark marks[MAX_PARTS];
+};
+
+static long samples_at(const struct hp_jobdata *d, const struct hp_metric *m)
+{
+    return m->step * (long)d->job.plan.opts.batch;
+}
+
+/* Part p's last position (samples) and the seconds it had trained then. */
+static void part_end(const struct hp_jobdata *d, long *samples, double *seconds)
+{
+    *samples = d->have_rec && d->rec.resumed_samples > 0 ? d->rec.resumed_samples : 0;
+    *seconds = 0.0;
+    for (int i = 0; i < d->nmetrics; i++) {
+        *samples =
+            samples_at(d, &d->metrics[i]) > *samples ? samples_at(d, &d->metrics[i]) : *samples;
+        *seconds = fmax(*seconds, d->metrics[i].seconds);
+    }
+}
+
+/* Offsets, interruptions and marks of parts 1 .. n-1. */
+static void view_times(struct jobview *v)
+{
+    for (int k = 1; k < v->nparts; k++) {
+        const struct hp_jobdata *a = &v->parts[k - 1], *b = &v->parts[k];
+        const long start = a->have_rec && a->rec.resumed_samples > 0 ? a->rec.resumed_samples : 0;
+        const long resumed = b->have_rec && b->rec.resumed_samples > 0 ? b->rec.resumed_samples : 0;
+        long reached;
+        double trained;
+
+        part_end(a, &reached, &trained);
+        const double a_end = a->have_rec && a->rec.ended > 0.0 ? a->rec.ended
+                             : a->have_rec                     ? a->rec.started + trained
+                                                               : 0.0;
+        v->lost[k].samples = reached > resumed ? reached - resumed : 0;
+        v->lost[k].train_s = reached > start && trained > 0.0
+                                 ? trained * (double)v->lost[k].samples / (double)(reached - start)
+                                 : 0.0;
+        v->lost[k].gap_s = b->have_rec && a_end > 0.0 ? fmax(0.0, b->rec.started - a_end) : NAN;
+        v->offset[k] = b->have_rec && v->parts[0].have_rec
+                           ? b->rec.started - v->parts[0].rec.started
+                           : v->offset[k - 1] + trained;
+        v->marks[k - 1].seconds = v->offset[k];
+        v->marks[k - 1].samples = (double)resumed;
+        snprintf(v->marks[k - 1].label, sizeof(v->marks[k - 1].label), "restart %d",
+                 b->have_rec ? b->rec.restart : k);
+    }
+}
+
+/* Every part's metrics into v->all, on the job's clock; the merged view. 0, or -HP_ENOMEM. */
+static int view_merge(struct jobview *v)
+{
+    size_t n = 0;
+
+    for (int k = 0; k < v->nparts; k++)
+        n += (size_t)v->parts[k].nmetrics;
+    if (!(v->all = calloc(n + 1, sizeof(*v->all)))) {
+        hp_error("report: out of memory");
+        return -HP_ENOMEM;
+    }
+    n = 0;
+    for (int k = 0; k < v->nparts; k++)
+        for (int i = 0; i < v->parts[k].nmetrics; i++, n++) {
+            v->all[n] = v->parts[k].metrics[i];
+            v->all[n].seconds += v->offset[k];
+            v->all[n].part = k;
+        }
+    v->merged = v->parts[v->nparts - 1];
+    snprintf(v->merged.dir, sizeof(v->merged.dir), "%s", v->parts[0].dir);
+    snprintf(v->merged.name, sizeof(v->merged.name), "%s", v->parts[0].name);
+    v->merged.metrics = v->all;
+    v->merged.nmetrics = (int)n;
+    v->merged.have_metrics = n > 0;
+    return 0;
+}
+
+/* The later runs of the job in dir (dir/run-1, dir/run-2, ... in that order) after parts[0]. */
+static int view_load(struct jobview *v, const char *dir, const char *config)
+{
+    char path[4200];
+
+    for (int k = 1; k < 10000 && v->nparts < MAX_PARTS; k++) {
+        snprintf(path, sizeof(path), "%s/run-%d", dir, k);
+        if (!hp_rundir_is_job(path))
+            continue;
+        if (hp_jobdata_load(&v->parts[v->nparts], path, config) == 0) {
+            v->nparts++;
+            continue;
+        }
+        hp_jobdata_release(&v->parts[v->nparts]); /* the cause is logged */
+        hp_warn("report: %s is left out of the job's runs", path);
+    }
+    if (v->nparts < 2)
+        return 0;
+    view_times(v);
+    return view_merge(v);
+}
+
+static void view_release(struct jobview *v)
+{
+    for (int k = 1; k < v->nparts; k++) /* parts[0] is the caller's */
+        hp_jobdata_release(&v->parts[k]);
+    free(v->all);
+}
+
+static void utc(double t, char *buf, size_t n)
+{
+    const time_t s = (time_t)t;
+    struct tm tm;
+
+    if (t > 0.0 && gmtime_r(&s, &tm))
+        strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+    else
+        snprintf(buf, n, "unknown");
+}
+
+static void runs_row(FILE *f, const struct jobview *v, int k)
+{
+    const struct hp_jobdata *d = &v->parts[k];
+    char a[64], b[64], gpus[512], before[512] = "";
+
+    utc(d->have_rec ? d->rec.started : 0.0, a, sizeof(a));
+    utc(d->have_rec ? d->rec.ended : 0.0, b, sizeof(b));
+    gpu_summary(d, 0, gpus, sizeof(gpus));
+    tag(f, "<tr><td>", "</td>", "%s", k ? d->name : "the job directory");
+    tag(f, "<td>", "</td>", "%d", d->have_rec ? d->rec.restart : k);
+    tag(f, "<td>", "</td>", "%s", a);
+    tag(f, "<td>", "</td>", "%s", b);
+    if (d->have_rec && d->rec.status >= 0)
+        fprintf(f, "<td>%d%s</td>", d->rec.status,
+                d->rec.status == 75 ? " (checkpointed, stopped)" : "");
+    else
+        fputs("<td>unknown</td>", f);
+    if (d->have_rec && d->rec.resumed_seq >= 0)
+        fprintf(f, "<td>checkpoint %ld (%ld samples)</td>", d->rec.resumed_seq,
+                d->rec.resumed_samples);
+    else
+        fputs("<td>the beginning</td>", f);
+    if (k)
+        gpu_summary(&v->parts[k - 1], 0, before, sizeof(before));
+    tag(f, "<td>", "</td>", "%s%s", gpus, k && strcmp(gpus, before) ? " (changed)" : "");
+    if (k)
+        fprintf(f, "<td>%ld samples, %.1f s</td><td>%.1f s</td><td>%.1f s</td></tr>\n",
+                v->lost[k].samples, v->lost[k].train_s, v->lost[k].gap_s,
+                v->lost[k].train_s + v->lost[k].gap_s);
+    else
+        fputs("<td></td><td></td><td></td></tr>\n", f);
+}
+
+static void page_runs(FILE *f, const struct jobview *v)
+{
+    double total = 0.0;
+
+    fputs("<section id=\"runs\"><h2>Runs of the job</h2>\n", f);
+    tag(f, "<p>", "</p>\n",
+        "%d runs: the job was restarted %d time%s (requeued), each run in its own directory of "
+        "the job's. The curves below cover every run, each restart marked; the other sections "
+        "are about the last run, %s. Time lost to an interruption: the training done after the "
+        "checkpoint the next run resumed from (redone), and the wall-clock gap from the end of "
+        "one run to the start of the next.",
+        v->nparts, v->nparts - 1, v->nparts == 2 ? "" : "s", v->parts[v->nparts - 1].name);
+    fputs("<table class=\"runs\">\n<tr><th>run</th><th>restart</th><th>started (UTC)</th>"
+          "<th>ended (UTC)</th><th>exit status</th><th>resumed from</th><th>GPUs of its plan</th>"
+          "<th>training redone</th><th>gap</th><th>time lost</th></tr>\n",
+          f);
+    for (int k = 0; k < v->nparts; k++) {
+        runs_row(f, v, k);
+        total += k ? v->lost[k].train_s + v->lost[k].gap_s : 0.0;
+    }
+    fprintf(f,
+            "<tr><td colspan=\"9\">time lost to %d interruption%s</td><td>%.1f s</td></tr>\n"
+            "</table></section>\n",
+            v->nparts - 1, v->nparts == 2 ? "" : "s", total);
+}
+
+/* The plans of the earlier runs, when the GPUs changed from one run to another. */
+static void figures_plans(FILE *f, const struct jobview *v)
+{
+    char a[512], b[512];
+    int changed = 0;
+
+    for (int k = 1; v && k < v->nparts; k++) {
+        gpu_summary(&v->parts[k - 1], 0, a, sizeof(a));
+        gpu_summary(&v->parts[k], 0, b, sizeof(b));
+        changed |= strcmp(a, b) != 0;
+    }
+    for (int k = 0; changed && k < v->nparts - 1; k++) {
+        gpu_summary(&v->parts[k], 1, a, sizeof(a));
+        fprintf(f, "<figure id=\"fig-plan-run-%d\">", k);
+        tag(f, "<figcaption>", "</figcaption>\n",
+            "The plan of run %d of the job (%s): the GPUs changed between runs.", k, a);
+        hp_fig_plan(f, &v->parts[k]);
+        fputs("</figure>\n", f);
+    }
+}
+
 /* ---- pictures and footer ----------------------------------------------------------------- */
 
-static void page_figures(FILE *f, const struct hp_jobdata *const *runs, int nruns)
+static void page_figures(FILE *f, const struct hp_jobdata *const *runs, int nruns,
+                         const struct jobview *v)
 {
     const struct hp_jobdata *d = runs[0];
 
@@ -513,17 +735,20 @@ static void page_figures(FILE *f, const struct hp_jobdata *const *runs, int nrun
           "against samples: lines are the training loss and accuracy of each log line, dashed "
           "lines with points the test set's.</figcaption>\n",
           f);
-    hp_fig_curves(f, runs, nruns);
+    hp_fig_curves(f, runs, nruns, v ? v->marks : NULL, v ? v->nparts - 1 : 0);
     fputs("</figure>\n<figure id=\"fig-plan\"><figcaption>The plan: each virtual worker with its "
           "GPUs in pipeline order (type, node, device, the units of its stage, planned memory "
           "against the GPU's, the measured peak marked); then which units each parameter-server "
           "shard holds.</figcaption>\n",
           f);
     hp_fig_plan(f, d);
-    fputs("</figure></section>\n", f);
+    fputs("</figure>\n", f);
+    figures_plans(f, v);
+    fputs("</section>\n", f);
 }
 
-static void page_footer(FILE *f, const struct hp_jobdata *const *runs, int nruns)
+static void page_footer(FILE *f, const struct hp_jobdata *const *runs, int nruns,
+                        const struct jobview *v)
 {
     const struct hp_jobdata *d = runs[0];
     const int n = d->job.plan.nranks;
@@ -536,6 +761,10 @@ static void page_footer(FILE *f, const struct hp_jobdata *const *runs, int nruns
         "%d rank log%s (rank-R.log), of %d ranks",
         d->nstats, d->nstats == 1 ? "" : "s", d->have_metrics ? "metrics.csv" : "no metrics.csv",
         d->ntl, d->ntl == 1 ? "" : "s", d->nlogs, d->nlogs == 1 ? "" : "s", n);
+    for (int k = 1; v && k < v->nparts; k++)
+        tag(f, "<li>", "</li>\n", "run %d of the job: %s (run.ini, plan.ini%s)%s", k,
+            v->parts[k].dir, v->parts[k].have_metrics ? ", metrics.csv" : "",
+            k == v->nparts - 1 ? "; the counts above are this run's" : "");
     tag(f, "<li>", "</li>\n", "site config (GPU types) %s", d->job.config);
     for (int i = 1; i < nruns; i++)
         tag(f, "<li>", "</li>\n", "compared with %s: plan.ini%s", runs[i]->dir,
@@ -543,7 +772,7 @@ static void page_footer(FILE *f, const struct hp_jobdata *const *runs, int nruns
     fputs("</ul><p>Written by hetpipe report.</p></footer>\n", f);
 }
 
-static void page(FILE *f, const struct hp_jobdata *const *runs, int nruns)
+static void page(FILE *f, const struct hp_jobdata *const *runs, int nruns, const struct jobview *v)
 {
     const struct hp_jobdata *d = runs[0];
 
@@ -554,10 +783,12 @@ static void page(FILE *f, const struct hp_jobdata *const *runs, int nruns)
     fputs(error_catcher, f);
     fprintf(f, "<style>\n%s</style></head>\n<body>\n", css);
     page_header(f, d);
+    if (v)
+        page_runs(f, v);
     page_warnings(f, d, runs + 1, nruns - 1);
     page_table(f, d);
-    page_figures(f, runs, nruns);
-    page_footer(f, runs, nruns);
+    page_figures(f, runs, nruns, v);
+    page_footer(f, runs, nruns, v);
     fputs(check_script, f);
     fputs("</body></html>\n", f);
 }
@@ -567,6 +798,7 @@ int hp_report_write(const char *run_dir, const char *const *more, int nmore, con
 {
     struct hp_jobdata *runs = calloc((size_t)nmore + 1, sizeof(*runs));
     const struct hp_jobdata **view = calloc((size_t)nmore + 1, sizeof(*view));
+    struct jobview *job = NULL;
     char path[4200];
     int rc = 0, loaded = 0;
     FILE *f;
@@ -581,15 +813,29 @@ int hp_report_write(const char *run_dir, const char *const *more, int nmore, con
         rc = hp_jobdata_load(&runs[i], i ? more[i - 1] : run_dir, config);
         view[i] = &runs[i];
     }
+    if (!rc && !(job = calloc(1, sizeof(*job)))) {
+        hp_error("report: out of memory");
+        rc = -HP_ENOMEM;
+    }
+    if (!rc) {
+        job->parts[0] = runs[0];
+        job->nparts = 1;
+        rc = view_load(job, runs[0].dir, config);
+        if (job->nparts > 1 && !rc)
+            view[0] = &job->merged; /* the whole job */
+    }
     if (!rc) {
         snprintf(path, sizeof(path), "%s/report.html", runs[0].dir);
         if (!(f = hp_out_open(out ? out : path, "report", 0666))) {
             rc = -HP_EIO;
         } else {
-            page(f, view, nmore + 1);
+            page(f, view, nmore + 1, job->nparts > 1 ? job : NULL);
             rc = hp_out_close(f, 1) ? -HP_EIO : 0; /* checks the writes, logs a failure */
         }
     }
+    if (job)
+        view_release(job);
+    free(job);
     for (int i = 0; i < loaded; i++)
         hp_jobdata_release(&runs[i]);
     free(runs);

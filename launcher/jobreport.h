@@ -12,6 +12,11 @@
  *      comparison), the plan;
  *   5. the files it was made from.
  *
+ * A job of several runs (rundir.h: the job directory, then run-1, run-2, ... in it) gets one
+ * page: a table of its runs (times, status, the checkpoint each resumed from, its GPUs, the time
+ * lost to each interruption) after the header, the curves over every run with each restart
+ * marked, the plans of the earlier runs when the GPUs changed; the rest is the last run's.
+ *
  * The script sets data-check on <body> once the page has loaded: "ok" when every <figure>
  * holds an <svg> with a nonzero box and no script failed, else "missing: ..." / "error: ...".
  */

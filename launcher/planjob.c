@@ -228,6 +228,7 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
     struct hp_ckpt_info ci;
     char why[1200];
 
+    job->resumed_seq = job->resumed_samples = -1;
     if (hp_job_check_checkpoints(o, cmd))
         return -HP_EINVAL;
     if (o->checkpoint_dir) {
@@ -294,6 +295,8 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         return -HP_EINVAL;
     }
     o->resume = (struct hp_opt_autopath){.path = buf, .automatic = 0};
+    job->resumed_seq = ci.seq;
+    job->resumed_samples = ci.samples;
     printf("%s: resuming from checkpoint %ld in %s (epoch %ld, %ld samples trained, taken under "
            "%d VWs, %d ranks)\n",
            cmd, ci.seq, ci.dir, ci.epoch + 1, ci.samples, ci.nvws, ci.nranks);

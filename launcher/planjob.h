@@ -27,6 +27,8 @@ struct hp_job {
     char config[4096];   /* the site config's absolute path, for the ranks */
     char ckpt_dir[4096]; /* --checkpoint-dir made absolute (hp_job_resume) */
     int profiled;        /* units with measured times (o->profile) */
+    /* the checkpoint resumed from and its samples, -1: none (hp_job_resume) */
+    long resumed_seq, resumed_samples;
 };
 
 /* Plan a job: the site config (o->config, else the default path), the cluster (from `alloc`

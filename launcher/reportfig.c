@@ -268,16 +268,29 @@ static void panel_run(FILE *f, const struct hp_jobdata *r, int i, const struct p
         return;
     y = x + r->nmetrics + 1;
     for (int test = 0; test < 2; test++) {
-        int n = 0;
+        int n = 0, part = r->nmetrics ? r->metrics[0].part : 0;
         for (int j = 0; j < r->nmetrics; j++) {
             const struct hp_metric *m = &r->metrics[j];
             const double v = pn->accuracy ? m->accuracy : m->loss;
             if (m->test != test || !isfinite(v))
                 continue;
+            if (m->part != part) { /* another run of the job: a new line */
+                hp_svg_polyline(f, x, y, n, c, test ? "stroke-dasharray=\"5 4\"" : NULL);
+                n = 0;
+                part = m->part;
+            }
             x[n] = hp_svg_map(sx, metric_x(r, m, pn->by_samples));
             y[n++] = hp_svg_map(sy, v);
         }
         hp_svg_polyline(f, x, y, n, c, test ? "stroke-dasharray=\"5 4\"" : NULL);
+        if (test) /* the points, from the start again */
+            for (int j = 0, k = 0; j < r->nmetrics; j++) {
+                const struct hp_metric *m = &r->metrics[j];
+                if (!m->test || !isfinite(pn->accuracy ? m->accuracy : m->loss))
+                    continue;
+                x[k] = hp_svg_map(sx, metric_x(r, m, pn->by_samples));
+                y[k++] = hp_svg_map(sy, pn->accuracy ? m->accuracy : m->loss);
+            }
         for (int j = 0, k = 0; test && j < r->nmetrics; j++) {
             const struct hp_metric *m = &r->metrics[j];
             if (!m->test || !isfinite(pn->accuracy ? m->accuracy : m->loss))
@@ -293,8 +306,21 @@ static void panel_run(FILE *f, const struct hp_jobdata *r, int i, const struct p
     free(x);
 }
 
+/* The restarts: a dashed grey line across the panel at each mark, labelled at its top. */
+static void panel_marks(FILE *f, const struct panel *pn, const struct hp_svg_scale *sx,
+                        const struct hp_fig_mark *marks, int nmarks)
+{
+    for (int i = 0; i < nmarks; i++) {
+        const double x = hp_svg_map(sx, pn->by_samples ? marks[i].samples : marks[i].seconds);
+        hp_svg_line(f, x, pn->y, x, pn->y + pn->h, "#555", 1.2,
+                    "stroke-dasharray=\"3 3\" class=\"restart\"");
+        hp_svg_text(f, x + 3, pn->y + 12 + 12 * (i % 3), "font-size=\"10\" fill=\"#555\"", "%s",
+                    marks[i].label);
+    }
+}
+
 static void curve_panel(FILE *f, const struct hp_jobdata *const *runs, int n,
-                        const struct panel *pn)
+                        const struct panel *pn, const struct hp_fig_mark *marks, int nmarks)
 {
     double xmax, ymax;
 
@@ -308,9 +334,11 @@ static void curve_panel(FILE *f, const struct hp_jobdata *const *runs, int n,
                   pn->by_samples ? "samples (step x batch, all VWs)" : "seconds", 1.0);
     for (int i = 0; i < n; i++)
         panel_run(f, runs[i], i, pn, &sx, &sy);
+    panel_marks(f, pn, &sx, marks, nmarks);
 }
 
-void hp_fig_curves(FILE *f, const struct hp_jobdata *const *runs, int nruns)
+void hp_fig_curves(FILE *f, const struct hp_jobdata *const *runs, int nruns,
+                   const struct hp_fig_mark *marks, int nmarks)
 {
     const double pw = 480, ph = 200;
     const struct panel panels[4] = {
@@ -345,7 +373,7 @@ void hp_fig_curves(FILE *f, const struct hp_jobdata *const *runs, int nruns)
     hp_svg_circle(f, x + 262, 16, 3.5, "#333", NULL);
     hp_svg_text(f, x + 280, 20, NULL, "test");
     for (int i = 0; i < 4; i++)
-        curve_panel(f, runs, nruns, &panels[i]);
+        curve_panel(f, runs, nruns, &panels[i], marks, nmarks);
     hp_svg_close(f);
 }
 

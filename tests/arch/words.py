@@ -35,10 +35,11 @@ EXTERNAL = {
     "slurm.conf", "gres.conf", "hetpipe.conf", "auth_munge.so", "mpi_pmix.so", "munge.key",
     "spank_hetpipe.so", "hetpipe-cuda.so", "select_cons_tres.so", "gres_gpu.so", "ucx.h",
     "sys/wait.h", "dlfcn.h", "pmix_common.h", "nvml.h", "libfuzzer.h", "fenv.h",
+    "mpi.conf", "pmixp_agent.c",
 }
 # files the programs make (a run directory's, a checkpoint's) and a user's example script
 MADE = {"plan.ini", "cluster.ini", "profile.ini", "timeline.json", "job.sh", "metrics.csv",
-        "report.html"}
+        "report.html", "run.ini"}
 PLACEHOLDER = re.compile(r"[A-Z]{2,}|<|\$|%|\{|\bN\b|\bX\b|\.\.\.")
 TOP_PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w.*/+-]*[\w*])" % "|".join(TOP))
 BARE = re.compile(r"(?<![\w./$%%-])([a-z][\w-]*\.(?:%s))(?![\w-])" % "|".join(EXTS))

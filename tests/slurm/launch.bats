@@ -241,20 +241,40 @@ type_of() {
 @test "an srun that does not end after every rank has is stopped after --timeout; the job has the ranks' status" {
     # what Slurm 22.05's mpi/pmix plugin sometimes does at a hetjob's end: srun's tasks are
     # done, srun stays (its abort agent's thread never joins); here a wrapper that outlives srun
-    printf '#!/bin/sh\nsrun "$@"\nexec sleep 600\n' > "$BATS_TEST_TMPDIR/srun-stays"
+    # and, as srun does, says "forcing job termination" if it gets SIGTERM
+    cat > "$BATS_TEST_TMPDIR/srun-stays" << 'EOF'
+#!/bin/sh
+srun "$@"
+exec perl -e '$SIG{TERM} = sub { print STDERR "srun: forcing job termination\n"; exit 143 }; sleep 600'
+EOF
     chmod +x "$BATS_TEST_TMPDIR/srun-stays"
     start=$(date +%s)
     submit "$ROOT/jobs/hetjob-two-types.sbatch" --train-limit 3200 --test-limit 1000 \
         --timeout 5 --srun "$BATS_TEST_TMPDIR/srun-stays"
     took=$(($(date +%s) - start))
     [ "$status" -eq 0 ]
-    grep -q "launch: every rank ended (status 0) [0-9]* s ago, but srun has not: stopping it" "$out"
+    # one line says that srun was stopped, with the job's own result; nothing more from srun
+    grep -q "launch: srun had not ended [0-9]* s after every rank had: stopped it (.*); the job's result is the ranks': status 0$" "$out"
+    [ "$(grep -c "srun had not ended" "$out")" -eq 1 ]
+    ! grep -q "^srun: " "$out"
     grep -Eq "^epoch 1/1 test loss [0-9.]+ accuracy [0-9.]+%" "$out"
     grep -q "launch: the job's report" "$out"
     [ "$(ls "$BATS_TEST_TMPDIR/hetpipe-$job"/rank-*.exit | wc -l)" -eq 6 ]
     echo "srun stayed; the job ended after ${took} s" >&3
     [ "$took" -lt 120 ]
     [ -z "$(pgrep -f "sleep 600")" ]
+}
+
+@test "an srun killed by a signal after every rank has ended: the job has the ranks' status, said in one line" {
+    # seen once in tests/bench/hetjob_loop: srun aborted by glibc at the end of a hetjob step
+    printf '#!/bin/sh\nsrun "$@"\nkill -ABRT $$\n' > "$BATS_TEST_TMPDIR/srun-aborts"
+    chmod +x "$BATS_TEST_TMPDIR/srun-aborts"
+    submit "$ROOT/jobs/hetjob-two-types.sbatch" --train-limit 3200 --test-limit 1000 \
+        --srun "$BATS_TEST_TMPDIR/srun-aborts"
+    [ "$status" -eq 0 ]
+    grep -q "launch: srun died of signal 6 (Aborted) after every rank had ended; the job's result is the ranks': status 0$" "$out"
+    grep -q "^launch: the job's report" "$out"
+    grep -q '^status = 0$' "hetpipe-$job/run.ini"
 }
 
 @test "a resumable job (--signal=B:USR1@N --requeue) signalled by scancel --signal=USR1 --batch checkpoints, requeues itself, resumes and reaches the uninterrupted accuracy" {
@@ -309,6 +329,58 @@ type_of() {
     thr=$(awk '$1 == "edlocal4" { print $2 }' "$ROOT/tests/short_runs.list")
     echo "# resumable cnn ed+local, 30,000 samples, requeued once: $acc% (uninterrupted threshold $thr%)" >&3
     awk -v a="$acc" -v t="$thr" 'BEGIN { exit !(t ~ /^[0-9.]+$/ && a >= t) }'
+}
+
+# wait_lines N PATTERN TENTHS: until $out has N lines matching PATTERN (at most TENTHS x 0.1 s);
+# a requeued job that slurmctld holds back is let start once its old run has left the nodes
+wait_lines() {
+    local i=0
+    until [ "$(grep -c "$2" "$out" 2> /dev/null)" -ge "$1" ]; do
+        if [ $((i % 20)) -eq 10 ] && [ "$(squeue -h -j "$job" -o %t 2> /dev/null)" = PD ] &&
+            [ "$(sinfo -h -N -t idle -o %N | sort -u | wc -l)" -eq 4 ] &&
+            ! pgrep -f "slurmstepd: \[$job\." > /dev/null; then
+            sleep 2
+            scontrol update JobId="$job" StartTime=now 2> /dev/null || true
+        fi
+        [ $i -lt "$3" ] || { cat "$out"; squeue; false; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
+@test "a job requeued twice keeps one job directory (its runs in run-1, run-2) and one report over the three runs" {
+    run sbatch -D "$BATS_TEST_TMPDIR" -o "$BATS_TEST_TMPDIR/job-%j.out" --signal=B:USR1@30 \
+        --hetpipe-epochs=1 --hetpipe-checkpoint-every=3000 --hetpipe-placement=local \
+        "$ROOT/jobs/cnn-resumable.sbatch" --train-limit 24000 --test-limit 1000 --log-every 20
+    echo "$output"
+    [ "$status" -eq 0 ]
+    job=$(echo "$output" | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p')
+    out="job-$job.out"
+    for k in 1 2; do
+        # a checkpoint of this run, then USR1: it checkpoints again, stops, and is requeued
+        n=$(grep -c '^checkpoint [0-9]*:' "$out" 2> /dev/null || true)
+        wait_lines $((n + 1)) '^checkpoint [0-9]*:' 1800
+        scancel --signal=USR1 --batch "$job"
+        wait_lines "$k" "checkpointed and stopped; requeueing it" 600
+        wait_lines 1 "^launch: restart $k of job $job: this run in $BATS_TEST_TMPDIR/hetpipe-$job/run-$k$" 1800
+    done
+    wait_lines 3 "^launch: the job's report: $BATS_TEST_TMPDIR/hetpipe-$job/report.html$" 1800
+    cat "$out"
+    # one directory for the job (and its checkpoints beside it), a record of each run
+    [ "$(ls -d hetpipe-"$job"* | tr '\n' ' ')" = "hetpipe-$job hetpipe-$job.ckpt " ]
+    for d in hetpipe-"$job" hetpipe-"$job"/run-1 hetpipe-"$job"/run-2; do
+        [ -f "$d/plan.ini" ] && [ -f "$d/metrics.csv" ] && [ -f "$d/run.ini" ]
+    done
+    grep -q '^restart = 2$' "hetpipe-$job/run-2/run.ini"
+    grep -q '^status = 0$' "hetpipe-$job/run-2/run.ini"
+    grep -Eq '^resumed_seq = [1-9][0-9]*$' "hetpipe-$job/run-2/run.ini"
+    # the report: three runs, both restarts marked in the curves, the time lost to each
+    page="hetpipe-$job/report.html"
+    [ "$(sed -n '/id="runs"/,/<\/section>/p' "$page" | grep -o '<tr><td>' | wc -l)" -eq 3 ]
+    [ "$(grep -o 'class="restart"' "$page" | wc -l)" -eq 8 ]
+    grep -q 'time lost to 2 interruptions</td><td>[0-9.]* s</td>' "$page"
+    grep -q '<tr><td>run-2</td><td>2</td>' "$page"
+    grep -q "^epoch 1/1 test loss" "$out"
 }
 
 @test "a node's tasks killed: the job ends within 10 s and leaves no hetpipe process" {

@@ -204,3 +204,68 @@ EOF
     [ "$status" -ne 0 ]
     echo "$output" | grep -q "plan.ini': it is a FIFO, not a regular file"
 }
+
+# run_stopped N C [options]: a local job run N into $TMP/job, stopped with SIGUSR1 once its
+# checkpoint C is on disk (it checkpoints again and exits 75)
+run_stopped() {
+    "$HETPIPE" run --local --cluster demo --emulate 50 --epochs 1 --train-limit 6400 \
+        --test-limit 500 --checkpoint-dir "$TMP/ck" --checkpoint-every 1000 --log-every 5 \
+        --run-dir "$TMP/job" "${@:3}" > "$TMP/out.$1" 2>&1 &
+    local pid=$! st=0
+    for _ in $(seq 600); do
+        grep -q "^checkpoint $2:" "$TMP/out.$1" && break
+        sleep 0.1
+    done
+    kill -USR1 "$pid"
+    wait "$pid" || st=$?
+    [ "$st" -eq 75 ] || { cat "$TMP/out.$1"; false; }
+}
+
+@test "report: a job stopped twice and resumed into its directory keeps one directory, and its page covers the three runs: each restart marked, the time lost, the plans when the GPUs changed" {
+    run_stopped 0 1
+    # resuming needs --resume: a plain run into the job's directory is refused as before
+    run "$HETPIPE" run --local --cluster demo --epochs 1 --train-limit 640 --run-dir "$TMP/job"
+    [ "$status" -ne 0 ]
+    echo "$output" | grep -q "exists and is not empty"
+    run_stopped 1 3 --resume auto
+    grep -q "^run: restart 1 of the job in $TMP/job: this run in $TMP/job/run-1$" "$TMP/out.1"
+    # the last run on other GPUs: re-planned, loaded by unit
+    "$HETPIPE" run --local --cluster tests/clusters/other3.ini --emulate 50 --epochs 1 --train-limit 6400 \
+        --test-limit 500 --checkpoint-dir "$TMP/ck" --checkpoint-every 1000 --log-every 5 \
+        --run-dir "$TMP/job" --resume auto > "$TMP/out.2" 2>&1 || { cat "$TMP/out.2"; false; }
+    [ "$(ls -d "$TMP"/job* "$TMP"/job/run-* | tr '\n' ' ')" = \
+        "$TMP/job $TMP/job/run-1 $TMP/job/run-2 " ]
+    grep -q '^status = 75$' "$TMP/job/run.ini"
+    grep -q '^status = 75$' "$TMP/job/run-1/run.ini"
+    grep -q '^status = 0$' "$TMP/job/run-2/run.ini"
+    seq2=$(sed -n 's/^resumed from checkpoint \([0-9]*\) .*/\1/p' "$TMP/out.2")
+    grep -q "^resumed_seq = $seq2$" "$TMP/job/run-2/run.ini"
+    run "$HETPIPE" report "$TMP/job"
+    [ "$status" -eq 0 ]
+    page="$TMP/job/report.html"
+    # one row per run (then the total); each interruption's training redone and gap
+    [ "$(sed -n '/id="runs"/,/<\/section>/p' "$page" | grep -o '<tr><td>' | wc -l)" -eq 3 ]
+    grep -q '<tr><td>run-2</td><td>2</td>' "$page"
+    grep -q "<td>checkpoint $seq2 ([0-9]* samples)</td>" "$page"
+    [ "$(grep -o '<td>[0-9]* samples, [0-9.]* s</td><td>[0-9.]* s</td><td>[0-9.]* s</td>' "$page" |
+        wc -l)" -eq 2 ]
+    grep -q 'time lost to 2 interruptions</td><td>[0-9.]* s</td>' "$page"
+    # the curves: both restarts marked in each of the four panels
+    [ "$(grep -o 'class="restart"' "$page" | wc -l)" -eq 8 ]
+    [ "$(grep -o '>restart [12]</text>' "$page" | sort -u | wc -l)" -eq 2 ]
+    # the GPUs changed: the earlier runs' plans beside the last one's; the last run's accuracy
+    grep -q '(changed)</td>' "$page"
+    [ "$(grep -o '<figure id="fig-plan-run-[01]"' "$page" | wc -l)" -eq 2 ]
+    acc=$(awk -F, '$1 == "test" { a = $6 } END { printf "%.2f", 100 * a }' \
+        "$TMP/job/run-2/metrics.csv")
+    grep -q "$acc% test accuracy" "$page"
+    if command -v chromium > /dev/null 2>&1; then
+        [ "$(page_check "$page")" = ok ]
+    fi
+    # a run whose plan does not load is left out, named; the page covers the others
+    echo garbage > "$TMP/job/run-1/plan.ini"
+    run "$HETPIPE" report "$TMP/job" --out "$TMP/left.html"
+    [ "$status" -eq 0 ]
+    echo "$output" | grep -q "report: $TMP/job/run-1 is left out of the job's runs"
+    [ "$(sed -n '/id="runs"/,/<\/section>/p' "$TMP/left.html" | grep -o '<tr><td>' | wc -l)" -eq 2 ]
+}

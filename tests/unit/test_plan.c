@@ -13,6 +13,7 @@
 #include "planfile.h"
 #include "planjob.h"
 #include "planner.h"
+#include "rundir.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -812,6 +813,69 @@ START_TEST(local_job_fits_the_machine)
 }
 END_TEST
 
+/* A run's record (run.ini) reads back as written; none is 1; a bad one is refused; the runs of
+ * a job go to JOB_DIR/run-K, the next free K, and only a directory with a plan is a job's. */
+START_TEST(run_record_and_restart_dirs)
+{
+    const char *dir = test_fresh_dir();
+    char job[600], run[700], path[800];
+    struct hp_runrec r = {.restart = 2,
+                          .started = 1765000000.25,
+                          .ended = 1765000100.5,
+                          .status = 75,
+                          .resumed_seq = 4,
+                          .resumed_samples = 12800},
+                     back;
+    int k = 0;
+
+    snprintf(job, sizeof(job), "%s", dir);
+    ck_assert_int_eq(hp_runrec_read(job, &back), 1);
+    ck_assert_int_eq(back.status, -1);
+    ck_assert_int_eq(back.resumed_seq, -1);
+    ck_assert_int_eq(hp_runrec_write(job, &r), 0);
+    ck_assert_int_eq(hp_runrec_read(job, &back), 0);
+    ck_assert_int_eq(back.restart, 2);
+    ck_assert_int_eq(back.status, 75);
+    ck_assert_int_eq(back.resumed_seq, 4);
+    ck_assert_int_eq(back.resumed_samples, 12800);
+    ck_assert(back.started == 1765000000.25 && back.ended == 1765000100.5);
+    snprintf(path, sizeof(path), "%s/run.ini", job);
+    for (const char *const *bad =
+             (const char *const[]){"[run]\nrestart = 1\nstarted = x\n", "[run]\nstarted = 1\n",
+                                   "[run]\nrestart = 1\nstarted = 1\nwho = me\n",
+                                   "[run]\nrestart = -3\nstarted = 1\n", NULL};
+         *bad; bad++) {
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(*bad, f);
+        fclose(f);
+        test_capture_begin();
+        ck_assert_msg(hp_runrec_read(job, &back) == -HP_ECONFIG, "accepted: %s", *bad);
+        ck_assert_ptr_nonnull(strstr(test_capture_end(), "run.ini"));
+    }
+    unlink(path);
+    ck_assert(!hp_rundir_is_job(job)); /* no plan.ini */
+    snprintf(path, sizeof(path), "%s/plan.ini", job);
+    fclose(fopen(path, "w"));
+    ck_assert(hp_rundir_is_job(job));
+    ck_assert_int_eq(hp_rundir_restart("t", job, -1, run, sizeof(run), &k), 0);
+    ck_assert_int_eq(k, 1);
+    ck_assert_int_eq(hp_rundir_restart("t", job, 3, run, sizeof(run), &k), 0);
+    ck_assert_int_eq(k, 3);
+    snprintf(path, sizeof(path), "%s/run-3", job);
+    ck_assert_str_eq(run, path);
+    ck_assert_int_eq(hp_rundir_restart("t", job, -1, run, sizeof(run), &k), 0);
+    ck_assert_int_eq(k, 2); /* the first free */
+    for (int i = 1; i <= 3; i++) {
+        snprintf(path, sizeof(path), "%s/run-%d", job, i);
+        ck_assert_int_eq(rmdir(path), 0);
+    }
+    snprintf(path, sizeof(path), "%s/plan.ini", job);
+    unlink(path);
+    test_remove_dir(job);
+}
+END_TEST
+
 Suite *suite_plan(void)
 {
     Suite *s = suite_create("plan");
@@ -832,6 +896,7 @@ Suite *suite_plan(void)
     tcase_add_test(t, binding_round_trip_and_rejects);
     tcase_add_test(t, binding_file_rules);
     tcase_add_test(t, local_job_fits_the_machine);
+    tcase_add_test(t, run_record_and_restart_dirs);
     suite_add_tcase(s, t);
     return s;
 }
