@@ -356,7 +356,7 @@ static int wait_srun(struct launch *l, pid_t pid, int *status)
     }
     /* srun killed by a signal after every rank had ended (a glibc abort at the end of a
      * heterogeneous step was seen once in hetjob_loop's 300 jobs): the training is done */
-    if (!killed && WIFSIGNALED(*status) && ranks_ended(l, &worst) == l->job.plan.nranks) {
+    if (!killed && WIFSIGNALED(*status) && ranks_ended(l, &worst, &failed) == l->job.plan.nranks) {
         hp_warn("launch: srun died of signal %d (%s) after every rank had ended; the job's result "
                 "is the ranks': status %d",
                 WTERMSIG(*status), strsignal(WTERMSIG(*status)), worst);
