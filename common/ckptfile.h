@@ -22,8 +22,8 @@
  * Every file is written to NAME.tmp, fsync()ed and renamed; the directory is fsync()ed before
  * the manifest is, and after. A directory without a valid manifest is not a checkpoint.
  *
- * The checkpoint is taken at a job point (runtime/jobpoint.h): every pipeline drained, every worker at
- * the same place of its data, every push of the waves so far on its shard. So resuming under
+ * The checkpoint is taken at a job point (runtime/jobpoint.h): every pipeline drained, every
+ * worker at the same place of its data, every push of the waves so far on its shard. So resuming under
  * the same plan restores every rank exactly (bit for bit with one VW and with dp); under
  * another plan (other GPUs, policy, Nm, number of VWs) each unit is loaded where the new plan
  * puts it (hp_ckpt_unit_source).

@@ -525,7 +525,8 @@ static int checkpoint(struct worker *w, long seq, unsigned flags, int epoch, lon
                                    .seq = seq};
     hp_ckpt_dir(w->o->checkpoint_dir, seq, where->dir, sizeof(where->dir));
     snprintf(where->model, sizeof(where->model), "%s", w->model->name);
-    snprintf(where->reason, sizeof(where->reason), "%s", hp_ckpt_requested ? "request" : "interval");
+    snprintf(where->reason, sizeof(where->reason), "%s",
+             hp_ckpt_requested ? "request" : "interval");
     snprintf(where->schedule, sizeof(where->schedule), "%s",
              hp_opt_word(HP_OPT_SCHEDULE, w->o->schedule));
     if (!rc)
