@@ -553,8 +553,10 @@ static unsigned decide(struct worker *w, long nb, int req, int last, long *seq)
     unsigned flags = hp_jp_decide(w->stop, last, w->cadence.on, req, due);
     char dir[4200];
 
-    if ((flags & HP_VERDICT_CKPT) && hp_ckpt_begin(&w->ck, w->seq, seq, dir, sizeof(dir)))
+    if ((flags & HP_VERDICT_CKPT) && hp_ckpt_begin(&w->ck, w->seq, seq, dir, sizeof(dir))) {
         flags &= ~HP_VERDICT_CKPT;
+        w->last_ckpt_t = hp_now_s(); /* an interval in time: the next try one interval on */
+    }
     return flags;
 }
 
