@@ -610,6 +610,8 @@ Suite *suite_ckpt(void)
     Suite *s = suite_create("ckpt");
     TCase *tc = tcase_create("files");
 
+    /* a real job's parts, fsync()ed: seconds on a loaded machine (Check's default is 4 s) */
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, part_round_trip_and_corruption);
     tcase_add_test(tc, manifest_checked_whole);
     tcase_add_test(tc, latest_and_prune);
