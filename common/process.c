@@ -40,22 +40,9 @@ static int exit_path(const char *dir, int rank, char *buf, size_t n)
 
 int hp_rank_exit_write(const char *dir, int rank, int status)
 {
-    char path[4200], text[32];
-    const int len = snprintf(text, sizeof(text), "%d\n", status);
-    int fd, rc = 0;
+    const struct hp_rank_exit e = {.status = status, .blame = -1};
 
-    if (exit_path(dir, rank, path, sizeof(path))) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -1;
-    if (write(fd, text, (size_t)len) != len)
-        rc = -1;
-    if (close(fd) != 0)
-        rc = -1;
-    return rc;
+    return hp_rank_exit_save(dir, rank, &e);
 }
 
 int hp_rank_exit_read(const char *dir, int rank, int *status)
