@@ -45,23 +45,32 @@ int hp_rank_exit_write(const char *dir, int rank, int status)
     return hp_rank_exit_save(dir, rank, &e);
 }
 
-int hp_rank_exit_read(const char *dir, int rank, int *status)
+/* Rank R's exit record, as text (at most cap - 1 bytes, NUL-terminated). 0 or -1. */
+static int read_record(const char *dir, int rank, char *text, size_t cap)
 {
-    char path[4200], text[32];
-    struct stat st;
+    char path[4200];
     ssize_t n;
     int fd;
 
     if (exit_path(dir, rank, path, sizeof(path)))
         return -1;
-    fd = hp_infile_open(path, HP_INFILE_NOFOLLOW, &st);
+    fd = hp_infile_open(path, HP_INFILE_NOFOLLOW, NULL);
     if (fd < 0)
         return -1;
-    n = read(fd, text, sizeof(text) - 1);
+    n = read(fd, text, cap - 1);
     close(fd);
     if (n <= 0)
         return -1;
     text[n] = '\0';
+    return 0;
+}
+
+int hp_rank_exit_read(const char *dir, int rank, int *status)
+{
+    char text[32];
+
+    if (read_record(dir, rank, text, sizeof(text)))
+        return -1;
     char *end;
     const long v = strtol(text, &end, 10);
     if (end == text || *end != '\n' || v < 0 || v > 255)
@@ -98,22 +107,12 @@ int hp_rank_exit_save(const char *dir, int rank, const struct hp_rank_exit *e)
 
 int hp_rank_exit_load(const char *dir, int rank, struct hp_rank_exit *e)
 {
-    char path[4200], text[512];
-    struct stat st;
-    ssize_t n;
-    int fd, v;
+    char text[512];
+    int v;
 
     *e = (struct hp_rank_exit){.blame = -1};
-    if (hp_rank_exit_read(dir, rank, &e->status) || exit_path(dir, rank, path, sizeof(path)))
+    if (hp_rank_exit_read(dir, rank, &e->status) || read_record(dir, rank, text, sizeof(text)))
         return -1;
-    fd = hp_infile_open(path, HP_INFILE_NOFOLLOW, &st);
-    if (fd < 0)
-        return -1;
-    n = read(fd, text, sizeof(text) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    text[n] = '\0';
     for (char *line = strchr(text, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
         int used = 0;
         if (sscanf(line + 1, "signal %d", &v) == 1 && v > 0 && v < 65)
