@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 struct rec {
     struct hp_rank_exit e;
@@ -124,9 +126,31 @@ int hp_outcome_read(const char *dir, int nranks, struct hp_outcome *out)
     return 0;
 }
 
+/* Wall-clock seconds now. */
+static double wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Whether rank r's heartbeat in dir was written since `since` (wall clock, a second's slack for
+ * file systems' time stamps): a file of this launch, not one an earlier run left. */
+static int beat_is_new(const char *dir, int r, double since)
+{
+    char path[4200];
+    struct stat st;
+
+    if (snprintf(path, sizeof(path), "%s/rank-%d.alive", dir, r) >= (int)sizeof(path) ||
+        lstat(path, &st) != 0)
+        return 0;
+    return (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9 >= since - 1.0;
+}
+
 int hp_watch_init(struct hp_watch *w, int nranks)
 {
-    *w = (struct hp_watch){.nranks = nranks};
+    *w = (struct hp_watch){.nranks = nranks, .since = wall_now()};
     w->count = calloc(nranks > 0 ? (size_t)nranks : 1, sizeof(*w->count));
     w->moved = calloc(nranks > 0 ? (size_t)nranks : 1, sizeof(*w->moved));
     return w->count && w->moved ? 0 : -HP_ENOMEM;
@@ -144,8 +168,11 @@ int hp_watch_silent(struct hp_watch *w, const char *dir, double now, double *qui
     for (int r = 0; r < w->nranks; r++) {
         if (hp_rank_beat_read(dir, r, &c))
             continue;
-        if (w->moved[r] == 0.0 || c != w->count[r]) { /* first seen (-1), or moved */
-            w->moved[r] = w->moved[r] == 0.0 ? -1.0 : now;
+        if (w->moved[r] == 0.0 || c != w->count[r]) {
+            /* moved, or first seen: a file written in this launch is timed from now (its rank
+             * may be stopped before it is ever seen to move); one an earlier run left, not
+             * until it moves (-1) */
+            w->moved[r] = w->moved[r] != 0.0 || beat_is_new(dir, r, w->since) ? now : -1.0;
             w->count[r] = c;
             continue;
         }

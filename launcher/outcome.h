@@ -34,16 +34,17 @@ struct hp_outcome {
 /* Read the records of ranks 0..nranks-1 in `dir` into *out (caller-owned); 0, or -HP_ENOMEM. */
 int hp_outcome_read(const char *dir, int nranks, struct hp_outcome *out);
 
-/* The ranks' heartbeats (process.h), watched while srun runs: a rank whose count has moved
- * once in this launch (a file left by an earlier run never moves) and then not for
- * HP_SILENT_S, and that has not ended (no exit record), is silent: stopped, or on a node that
- * hangs or is lost, whichever host it is on. Checks further apart than 3 x HP_BEAT_S (launch
+/* The ranks' heartbeats (process.h), watched while srun runs: a rank whose heartbeat file was
+ * written in this launch (or, a file an earlier run left, has moved since) and has then not
+ * moved for HP_SILENT_S, and that has not ended (no exit record), is silent: stopped, or on a
+ * node that hangs or is lost, whichever host it is on. Checks further apart than 3 x HP_BEAT_S (launch
  * itself was stopped: a suspended job) time every rank afresh. */
 struct hp_watch {
     int nranks;
     unsigned long *count; /* [nranks], the last count read */
     double *moved;        /* [nranks], when it last moved; 0: never read, -1: not moved yet */
     double checked;       /* the last check */
+    double since;         /* wall clock when the watch began */
 };
 /* 0, or -HP_ENOMEM; hp_watch_release frees it (also after a failed init). */
 int hp_watch_init(struct hp_watch *w, int nranks);

@@ -10,11 +10,13 @@
 #include "slurm.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define SITE_CONF "etc/hetpipe.conf"
 
@@ -651,8 +653,9 @@ START_TEST(job_outcome)
 }
 END_TEST
 
-/* Heartbeats: a rank is silent once its count has moved in this launch and then not for
- * HP_SILENT_S; a file that never moves (an earlier run's) is not; nor is an ended rank; a
+/* Heartbeats: a rank is silent once its heartbeat, written in this launch, has not moved for
+ * HP_SILENT_S, also when it never moved (stopped before its first beat was seen); a file an
+ * earlier run left (older than the watch) is not, until it moves; nor is an ended rank; a
  * pause of the watcher itself times every rank afresh. */
 START_TEST(heartbeat_watch)
 {
@@ -665,7 +668,9 @@ START_TEST(heartbeat_watch)
     ck_assert_int_eq(hp_rank_beat_create(dir, 0, p0, sizeof(p0)), 0);
     ck_assert_int_eq(hp_rank_beat_create(dir, 1, p1, sizeof(p1)), 0);
     ck_assert_int_eq(hp_rank_beat_create(dir, 2, p2, sizeof(p2)), 0);
-    ck_assert_int_eq(hp_rank_beat(p2, 99), 0); /* stale: never moves */
+    ck_assert_int_eq(hp_rank_beat(p2, 99), 0); /* stale: an earlier run's, never moves */
+    const struct timespec old[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+    ck_assert_int_eq(utimensat(AT_FDCWD, p2, old, 0), 0);
     for (unsigned long n = 1; n <= 5; n++, t += 1.0) {
         hp_rank_beat(p0, n);
         hp_rank_beat(p1, n);
@@ -692,6 +697,18 @@ START_TEST(heartbeat_watch)
     rec(dir, 1, 0, 0, -1, NULL);
     hp_rank_beat(p0, 2001);
     ck_assert_int_eq(hp_watch_silent(&w, dir, t + 11.0 + HP_SILENT_S, &quiet), -1);
+    hp_watch_release(&w);
+    /* a rank stopped before the watch ever saw its heartbeat move: silent all the same */
+    char p3[4200], d2[4200];
+    snprintf(d2, sizeof(d2), "%s/again", dir);
+    ck_assert_int_eq(mkdir(d2, 0700), 0);
+    ck_assert_int_eq(hp_watch_init(&w, 4), 0);
+    ck_assert_int_eq(hp_rank_beat_create(d2, 3, p3, sizeof(p3)), 0);
+    ck_assert_int_eq(hp_rank_beat(p3, 7), 0);
+    for (double u = 500.0; u < 500.0 + HP_SILENT_S; u += 1.0)
+        ck_assert_int_eq(hp_watch_silent(&w, d2, u, &quiet), -1);
+    ck_assert_int_eq(hp_watch_silent(&w, d2, 500.0 + HP_SILENT_S, &quiet), 3);
+    test_remove_dir(d2);
     hp_watch_release(&w);
     test_remove_dir(dir);
 }
