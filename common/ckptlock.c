@@ -144,8 +144,14 @@ static int busy(const char *parent, char *why, size_t n, int *same)
     return -HP_EBUSY;
 }
 
+/* A job that has just been killed holds its lock until the kernel has closed its files, a
+ * moment after its processes have left the process table: a lock is taken to be another job's
+ * only once it has been held for this long. */
+#define GONE_MS 2000
+
 int hp_ckpt_parent_check(const char *parent, char *why, size_t n)
 {
+    const double deadline = hp_now_s() + GONE_MS / 1000.0;
     int rc = parent_kind(parent, why, n), fd, same = 0;
 
     if (rc)
@@ -155,7 +161,8 @@ int hp_ckpt_parent_check(const char *parent, char *why, size_t n)
         return 0;
     if (fd < 0)
         return fd;
-    rc = lock_try(fd);
+    while ((rc = lock_try(fd)) == -HP_EBUSY && hp_now_s() < deadline)
+        usleep(100 * 1000);
     close(fd); /* a probe: the lock (if taken) goes with the descriptor */
     if (rc == -HP_EBUSY && (rc = busy(parent, why, n, &same)) && same)
         rc = 0; /* the rank waits for its own job's earlier run */
@@ -210,7 +217,7 @@ static int owner_write(const char *parent, char *why, size_t n)
 
 int hp_ckpt_parent_lock(const char *parent, int wait_ms, char *why, size_t n)
 {
-    const double deadline = hp_now_s() + wait_ms / 1000.0;
+    const double deadline = hp_now_s() + wait_ms / 1000.0, gone = hp_now_s() + GONE_MS / 1000.0;
     int rc = parent_kind(parent, why, n), fd, same = 0;
 
     if (rc < 0)
@@ -223,7 +230,7 @@ int hp_ckpt_parent_lock(const char *parent, int wait_ms, char *why, size_t n)
         return fd;
     while ((rc = lock_try(fd)) == -HP_EBUSY) {
         busy(parent, why, n, &same);
-        if (!same || hp_now_s() >= deadline)
+        if ((!same && hp_now_s() >= gone) || hp_now_s() >= deadline)
             break;
         usleep(100 * 1000); /* the earlier run of this Slurm job is ending */
     }

@@ -578,14 +578,19 @@ START_TEST(directory_lock_and_owner)
     ck_assert_int_eq(hp_ckpt_parent_lock(parent, 0, why, sizeof(why)), 0);
     hp_ckpt_parent_unlock();
 
-    /* Slurm job 77 requeued: its earlier run ends 0.5 s later; waited for */
-    a = lock_holder(parent, "77", 500);
+    /* a job that ends within a moment (just killed: its files not yet closed) is no other job */
+    a = lock_holder(parent, "", 800);
+    ck_assert_int_eq(hp_ckpt_parent_check(parent, why, sizeof(why)), 0);
+    waitpid(a, &st, 0);
+
+    /* Slurm job 77 requeued: its earlier run ends 3 s later; waited for */
+    a = lock_holder(parent, "77", 3000);
     setenv("SLURM_JOB_ID", "78", 1);
     ck_assert_int_eq(hp_ckpt_parent_check(parent, why, sizeof(why)), -HP_EBUSY);
     ck_assert_ptr_nonnull(strstr(why, ", Slurm job 77)"));
     setenv("SLURM_JOB_ID", "77", 1);
     ck_assert_int_eq(hp_ckpt_parent_check(parent, why, sizeof(why)), 0);
-    ck_assert_int_eq(hp_ckpt_parent_lock(parent, 3000, why, sizeof(why)), 0);
+    ck_assert_int_eq(hp_ckpt_parent_lock(parent, 6000, why, sizeof(why)), 0);
     hp_ckpt_parent_unlock();
     waitpid(a, &st, 0);
     /* ... but not past the deadline */
