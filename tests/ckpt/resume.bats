@@ -406,9 +406,10 @@ PY
 }
 
 @test "checkpoint directory: a second job given it while the first runs is refused, naming the first; the first's checkpoints are kept; once it has ended the directory resumes" {
-    args=(run --local --epochs 1 --train-limit 1280 --test-limit 200 --log-every 0
+    args=(run --local --epochs 1 --train-limit 3840 --test-limit 200 --log-every 0
         --checkpoint-dir "$TMP/ck" --checkpoint-every 320 --checkpoint-keep 1)
-    "$HETPIPE" "${args[@]}" --emulate 40 > "$TMP/first" 2>&1 &
+    # the first job runs well past the second's check (a lock is another job's once held 2 s)
+    "$HETPIPE" "${args[@]}" --emulate 100 > "$TMP/first" 2>&1 &
     pid=$!
     for _ in $(seq 300); do
         grep -q '^checkpoint 1:' "$TMP/first" && break
