@@ -243,6 +243,22 @@ static int start_writer(struct hp_ckpt_pending *pd)
     return rc == 0 ? 0 : -1;
 }
 
+/* The part's writer for checkpoint pd->seq under parent: a directory path that cannot be made
+ * is a failed part (written at once, failed); else the thread. 0, or -1 when the thread could
+ * not be started. */
+static int launch_writer(struct hp_ckpt_pending *pd, const char *parent)
+{
+    if (hp_ckpt_dir(parent, pd->seq, pd->dir, sizeof(pd->dir))) {
+        pd->note.status = 1;
+        atomic_store(&pd->written, 1);
+        return 0;
+    }
+    if (start_writer(pd))
+        return -1;
+    pd->started = 1;
+    return 0;
+}
+
 static void pending_free(struct hp_ckpt_pending *pd)
 {
     if (!pd)
@@ -277,10 +293,7 @@ int hp_ckpt_start(const struct hp_ckpt_job *c, long seq, struct hp_ckpt_units *u
         pd->rank = c->rank;
         pd->job = c;
         pd->t0 = hp_now_s();
-        pd->ci = *where;
-        pd->ci.names = NULL;
-        pd->ci.bytes = NULL;
-        pd->ci.crc = NULL;
+        pd->ci = *where; /* its file arrays are this checkpoint's own, made here */
         pd->ci.seq = seq;
         pd->ci.nranks = p->nranks;
         pd->bad = -1;
@@ -295,16 +308,9 @@ int hp_ckpt_start(const struct hp_ckpt_job *c, long seq, struct hp_ckpt_units *u
     }
     if (!rc && wsp) /* every push before this point is on the shards: they write theirs */
         rc = hp_ps_checkpoint_mark(p, c->comm, c->v, c->s, seq, c->timeout_ms);
-    if (!rc && hp_ckpt_dir(c->parent, seq, pd->dir, sizeof(pd->dir))) {
-        pd->note.status = 1;
-        atomic_store(&pd->written, 1);
-    } else if (!rc) {
-        if (start_writer(pd)) {
-            hp_error("checkpoint %ld: cannot start the thread that writes the part", seq);
-            rc = -HP_EIO;
-        } else {
-            pd->started = 1;
-        }
+    if (!rc && launch_writer(pd, c->parent)) {
+        hp_error("checkpoint %ld: cannot start the thread that writes the part", seq);
+        rc = -HP_EIO;
     }
     if (rc) {
         if (rc == -HP_ENOMEM)
@@ -497,16 +503,11 @@ int hp_ckpt_start_shard(const struct hp_ckpt_job *c, long seq, struct hp_ps_stor
     pd->rank = c->rank;
     pd->job = c;
     pd->t0 = hp_now_s();
-    if (hp_ckpt_dir(c->parent ? c->parent : ".", seq, pd->dir, sizeof(pd->dir))) {
-        pd->note.status = 1;
-        atomic_store(&pd->written, 1);
-    } else if (start_writer(pd)) {
-        pd->note.status = 1;
+    if (launch_writer(pd, c->parent ? c->parent : ".")) {
+        pd->note.status = 1; /* a failed part: the checkpoint fails, the job goes on */
         atomic_store(&pd->written, 1);
         hp_warn("PS shard rank %d: checkpoint %ld: cannot start the thread that writes its part",
                 c->rank, seq);
-    } else {
-        pd->started = 1;
     }
     *out = pd;
     return 0;
