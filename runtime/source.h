@@ -1,0 +1,88 @@
+/* source.h - a data set on disk as its format reads it: the samples of its two splits
+ * (training, validation), their labels, the classes, and each sample's bytes. One module per
+ * format: source_idx.c (Fashion-MNIST's gzip IDX files, held in memory as floats),
+ * source_folder.c (an image folder in torchvision's ImageFolder layout:
+ * ROOT/train/CLASS/NAME.jpg|jpeg|png, ROOT/val/CLASS/..., classes in sorted order) and
+ * source_shards.c (tar shards in the WebDataset convention: ROOT/train-NNNNNN.tar,
+ * ROOT/val-NNNNNN.tar, members KEY.jpg|jpeg|png + KEY.cls, read through libarchive with large
+ * sequential reads). feed.c turns a source into minibatches (the order, decoding, the queue).
+ *
+ * A sample is named by its id in its split, 0 <= id < n[split]. Shards number their samples
+ * shard by shard (the shards in name order, each's members in the tar's order), so that the
+ * ids of one shard are the contiguous range shard_first[k] .. shard_first[k] + shard_n[k] - 1.
+ */
+#ifndef HP_SOURCE_H
+#define HP_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum hp_split { HP_SPLIT_TRAIN = 0, HP_SPLIT_VAL = 1 };
+
+enum hp_source_kind { HP_SOURCE_IDX, HP_SOURCE_FOLDER, HP_SOURCE_SHARDS };
+
+#define HP_SOURCE_MAX_CLASSES 100000
+#define HP_SOURCE_MAX_SAMPLE (64L << 20) /* bytes of one encoded image at most */
+
+/* One sample as read: its bytes (encoded JPEG or PNG; for an IDX source c*h*w floats), its
+ * label, and its name for messages ("ROOT/train/CLASS/x.jpg", "ROOT/train-000003.tar:KEY.jpg"). */
+struct hp_sample {
+    const void *data;
+    size_t size;
+    int32_t label;
+    char name[512];
+    void *hold; /* the source's: what hp_source_release frees or unpins */
+};
+
+struct hp_source;
+
+struct hp_source_ops {
+    /* Sample `id` of `split` into *out (thread-safe: decoding threads call it at once).
+     * 0, or a negative code with a message in err naming the file (the sample is not
+     * decodable data, a read failed); *out is then untouched. */
+    int (*read)(struct hp_source *s, int split, long id, struct hp_sample *out, char *err,
+                size_t errlen);
+    void (*release)(struct hp_source *s, struct hp_sample *smp); /* after a successful read */
+    /* The ids the feed will read next, in order (a hint: shards load ahead along it; may
+     * be NULL). ids stays valid until the next begin or close. */
+    void (*begin)(struct hp_source *s, int split, const long *ids, long n);
+    void (*close)(struct hp_source *s);
+};
+
+struct hp_source {
+    const struct hp_source_ops *ops;
+    enum hp_source_kind kind;
+    char root[4096];
+    int encoded; /* 1: JPEG/PNG bytes (decoded by image.c); 0: floats of c x h x w */
+    int c, h, w; /* an IDX source's sample shape (0 for images: any size) */
+    int nclasses;
+    char **classes; /* [nclasses] names (folders' names; shards: ROOT/classes.txt's lines, else
+                       "0", "1", ...) */
+    long n[2];      /* samples of each split (n[HP_SPLIT_VAL] 0: no validation split) */
+    /* shards only (else 0 / NULL): each split's shards, in name order */
+    int nshards[2];
+    char **shard_path[2]; /* [nshards] */
+    long *shard_first[2]; /* [nshards]: the first id */
+    long *shard_n[2];     /* [nshards]: samples */
+};
+
+/* Open the data set at `dir` for a model whose `dataset =` is `dataset` (fashion-mnist,
+ * imagenet): what is there decides the format: IDX files (train-images-idx3-ubyte.gz, ...),
+ * a folder ROOT/train/, or shards ROOT/train-*.tar. dir NULL: $HETPIPE_DATA, else the
+ * dataset's default (Fashion-MNIST's /usr/share/datasets/fashion-mnist; none for imagenet:
+ * an error that says to give --data). Reads the index only (file names, tar headers, .cls
+ * labels), no image. `need_val`: a missing or empty validation split is an error. Errors name
+ * the path and what is wrong (a missing class folder, an empty split, a member without its
+ * label, a path escaping the shard, ...). 0, or a negative code (logged). */
+int hp_source_open(const char *dir, const char *dataset, int need_val, struct hp_source **out);
+void hp_source_close(struct hp_source *s);
+
+/* The format's word: "idx", "image folder", "tar shards". */
+const char *hp_source_kind_name(const struct hp_source *s);
+
+/* Per-format openers (hp_source_open dispatches; tests call them directly). */
+int hp_source_open_idx(const char *dir, int need_val, struct hp_source **out);
+int hp_source_open_folder(const char *dir, int need_val, struct hp_source **out);
+int hp_source_open_shards(const char *dir, int need_val, struct hp_source **out);
+
+#endif
