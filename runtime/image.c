@@ -175,30 +175,82 @@ static int png_header(const unsigned char *b, size_t n, struct hp_image_info *in
     return 0;
 }
 
-/* libjpeg's message, as the error: "truncated" where the data end early. */
-static int jpeg_fail(tjhandle tj, char *err, size_t errlen)
+/* libjpeg's message, as the error: "truncated" where libjpeg says the data end early, "corrupt
+ * or truncated" where they do not end with the EOI marker, else "corrupt". */
+static int jpeg_fail(tjhandle tj, const char *why, const unsigned char *b, size_t n, char *err,
+                     size_t errlen)
 {
-    const char *m = tjGetErrorStr2(tj);
+    const char *m = why ? why : tjGetErrorStr2(tj);
 
     if (!m)
         m = "unknown error";
     if (strstr(m, "Premature end"))
         return fail(err, errlen, -HP_EDATA, "truncated JPEG: %s", m);
+    if (n < 4 || b[n - 2] != 0xff || b[n - 1] != 0xd9)
+        return fail(err, errlen, -HP_EDATA, "corrupt or truncated JPEG (no end marker): %s", m);
     return fail(err, errlen, -HP_EDATA, "corrupt JPEG: %s", m);
+}
+
+/* The marker segments up to the first scan (SOS), walked by hand: each must lie inside the
+ * data (libjpeg reads a header cut short as padding, and TurboJPEG 2.1 returns no size, and
+ * no error, for one cut before its frame). The frame's size in *w, *h. */
+static int jpeg_walk(const unsigned char *b, size_t n, int *w, int *h, char *err, size_t errlen)
+{
+    size_t p = 2;
+    int frame = 0;
+
+    for (;;) {
+        while (p + 1 < n && b[p] == 0xff && b[p + 1] == 0xff)
+            p++; /* fill bytes */
+        if (p + 4 > n)
+            return fail(err, errlen, -HP_EDATA,
+                        "truncated JPEG: the header ends at byte %zu, before the first scan", n);
+        if (b[p] != 0xff)
+            return fail(err, errlen, -HP_EDATA,
+                        "corrupt JPEG: no marker at byte %zu of the header (0x%02x)", p, b[p]);
+        const unsigned m = b[p + 1];
+        if (m == 0x01 || (m >= 0xd0 && m <= 0xd8)) { /* standalone markers */
+            p += 2;
+            continue;
+        }
+        if (m == 0xd9 || (m == 0xda && !frame))
+            return fail(err, errlen, -HP_EDATA, "corrupt JPEG: %s before the frame header",
+                        m == 0xd9 ? "the end marker" : "a scan");
+        const size_t len = (size_t)b[p + 2] << 8 | b[p + 3];
+        if (len < 2 || p + 2 + len > n)
+            return fail(err, errlen, -HP_EDATA,
+                        "truncated JPEG: marker 0x%02x at byte %zu runs past the end (%zu bytes)",
+                        m, p, n);
+        if (m == 0xda)
+            return 0;
+        if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc && !frame) {
+            if (len < 8)
+                return fail(err, errlen, -HP_EDATA, "corrupt JPEG: a frame header of %zu bytes",
+                            len);
+            *h = b[p + 5] << 8 | b[p + 6];
+            *w = b[p + 7] << 8 | b[p + 8];
+            frame = 1;
+        }
+        p += 2 + len;
+    }
 }
 
 static int jpeg_header(tjhandle tj, const unsigned char *b, size_t n, struct hp_image_info *info,
                        int *cs, char *err, size_t errlen)
 {
-    int w, h, sub, space;
+    int w = 0, h = 0, sub, space, fw = 0, fh = 0, rc;
 
     if (n > 0xffffffffUL)
         return fail(err, errlen, -HP_EDATA, "JPEG of %zu bytes: more than 4 GiB", n);
-    if (tjDecompressHeader3(tj, b, (unsigned long)n, &w, &h, &sub, &space) != 0)
-        return jpeg_fail(tj, err, errlen);
-    int rc = check_size(w, h, err, errlen);
-    if (rc)
+    if ((rc = jpeg_walk(b, n, &fw, &fh, err, errlen)) != 0)
         return rc;
+    if ((rc = check_size(fw, fh, err, errlen)) != 0)
+        return rc; /* before libjpeg allocates anything for it */
+    if (tjDecompressHeader3(tj, b, (unsigned long)n, &w, &h, &sub, &space) != 0)
+        return jpeg_fail(tj, NULL, b, n, err, errlen);
+    if (w != fw || h != fh)
+        return fail(err, errlen, -HP_EDATA,
+                    "corrupt JPEG: a frame of %d x %d pixels read as %d x %d", fw, fh, w, h);
     info->width = w;
     info->height = h;
     info->channels = space == TJCS_GRAY ? 1 : (space == TJCS_CMYK || space == TJCS_YCCK) ? 4 : 3;
@@ -563,7 +615,7 @@ static int jpeg_sample(struct hp_image_scratch *s, const void *buf, size_t n,
                       : tf->c == 1 ? TJPF_GRAY
                                    : TJPF_RGB,
                       TJFLAG_STOPONWARNING) != 0)
-        return jpeg_fail(s->tj, err, errlen);
+        return jpeg_fail(s->tj, NULL, buf, n, err, errlen);
     if (cmyk)
         cmyk_convert(s->pix, (size_t)dw * dh, tf->c);
     axis_scale(&ax, sf.num, sf.denom, dw);
@@ -694,7 +746,7 @@ int hp_image_sample(struct hp_image_scratch *s, const void *buf, size_t n,
                     const struct hp_image_tf *tf, uint64_t seed, float *out, char *err,
                     size_t errlen)
 {
-    struct hp_image_info info;
+    struct hp_image_info info = {0};
     struct axis ax, ay;
     int cs = 0, flip, dw, dh, rc;
 
@@ -702,7 +754,7 @@ int hp_image_sample(struct hp_image_scratch *s, const void *buf, size_t n,
         return rc;
     if ((rc = header(s->tj, buf, n, &info, &cs, err, errlen)) != 0)
         return rc;
-    if (info.format[0] == 'J')
+    if (strcmp(info.format, "JPEG") == 0)
         return jpeg_sample(s, buf, n, &info, cs, tf, seed, out, err, errlen);
     if ((rc = png_decode(s, buf, n, tf->c, &dw, &dh, err, errlen)) != 0)
         return rc;
