@@ -706,8 +706,8 @@ static void png_transforms(png_structp png, png_infop pi, int c)
         png_set_palette_to_rgb(png);
     if (ct == PNG_COLOR_TYPE_GRAY && depth < 8)
         png_set_expand_gray_1_2_4_to_8(png);
-    if (ct & PNG_COLOR_MASK_ALPHA)
-        png_set_strip_alpha(png);
+    if ((ct & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, pi, PNG_INFO_tRNS))
+        png_set_strip_alpha(png); /* also the alpha the expansions make of tRNS */
     if (c == 1 && (ct & PNG_COLOR_MASK_COLOR))
         png_set_rgb_to_gray_fixed(png, 1, 29900, 58700); /* ITU-R 601-2, as PIL's "L" */
     if (c == 3 && !(ct & PNG_COLOR_MASK_COLOR))

@@ -67,6 +67,36 @@ static unsigned char *make_png(const unsigned char *pix, int w, int h, int c, in
     return m.b;
 }
 
+/* A palette PNG (8 bits an index) with a tRNS chunk: pal[3 * i] the colours. */
+static unsigned char *make_palette_png(const unsigned char *idx, int w, int h,
+                                       const unsigned char *pal, int ncol, size_t *n)
+{
+    struct membuf m = {0};
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop pi = png_create_info_struct(png);
+    png_color colours[256];
+    png_byte alpha[256];
+
+    ck_assert(png && pi);
+    ck_assert_int_eq(setjmp(png_jmpbuf(png)), 0);
+    for (int i = 0; i < ncol; i++) {
+        colours[i] = (png_color){pal[3 * i], pal[3 * i + 1], pal[3 * i + 2]};
+        alpha[i] = (png_byte)(i * 37);
+    }
+    png_set_write_fn(png, &m, mem_write, mem_flush);
+    png_set_IHDR(png, pi, w, h, 8, PNG_COLOR_TYPE_PALETTE, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_set_PLTE(png, pi, colours, ncol);
+    png_set_tRNS(png, pi, alpha, ncol, NULL);
+    png_write_info(png, pi);
+    for (int y = 0; y < h; y++)
+        png_write_row(png, idx + (size_t)y * w);
+    png_write_end(png, pi);
+    png_destroy_write_struct(&png, &pi);
+    *n = m.n;
+    return m.b;
+}
+
 /* A JPEG (4:4:4, quality q) of w x h pixels, grey (c 1) or RGB (c 3); free with tjFree. */
 static unsigned char *make_jpeg(const unsigned char *pix, int w, int h, int c, int q, size_t *n)
 {
@@ -505,6 +535,18 @@ START_TEST(channels)
         for (int i = 0; i < 256; i++)
             ck_assert_float_eq(out[k * 256 + i],
                                (rgb[3 * i + k] / 255.0f - tf3.mean[k]) / tf3.std[k]);
+    free(png);
+    /* a palette PNG with transparency: the colours, the transparency dropped (as PIL's
+     * convert("RGB")) */
+    unsigned char idx[256];
+    for (int i = 0; i < 256; i++)
+        idx[i] = (unsigned char)(grey[i] % 5);
+    png = make_palette_png(idx, 16, 16, rgb, 5, &n);
+    ck_assert_int_eq(hp_image_sample(s, png, n, &tf3, 0, out, err, sizeof(err)), 0);
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 256; i++)
+            ck_assert_float_eq(out[k * 256 + i],
+                               (rgb[3 * idx[i] + k] / 255.0f - tf3.mean[k]) / tf3.std[k]);
     free(png);
     /* JPEG: grey into 3 equal channels; colour into its luma */
     unsigned char *sm = smooth_pixels(16, 16, 3);
