@@ -94,6 +94,7 @@ HP_CFLAGS = $(BASE_CFLAGS) $(LAYER_INC)
 # into it, its link would fail. No CUDA library is linked: hetpipe-cuda.so is dlopen()ed.
 COMMON_LIBS   := -liniparser -lz -lm
 COMPUTE_LIBS  := $(OPENBLAS_LIBS) -lpthread -ldl
+COMPUTE_LIBS  += -larchive
 RANK_LIBS     := $(UCX_LIBS) $(PMIX_LIBS)
 LAUNCHER_LIBS := $(SLURM_LIBS)
 
@@ -108,6 +109,7 @@ RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.
                  runtime/link.c runtime/feed.c runtime/jobpoint.c runtime/pause.c runtime/evaluate.c \
                  runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_store.c \
                  runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c
+RUNTIME_SRCS  += runtime/source.c runtime/source_idx.c runtime/source_folder.c runtime/source_shards.c
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
                  launcher/slurm.c launcher/planjob.c launcher/layout.c launcher/rundir.c \
                  launcher/proc.c launcher/tlmerge.c launcher/svg.c launcher/jobdata.c \
