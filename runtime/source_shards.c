@@ -259,10 +259,12 @@ static int read_label(struct scan *sc, struct archive *a, const char *member, in
     while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r' || buf[got - 1] == ' ' ||
                        buf[got - 1] == '\t'))
         buf[--got] = '\0';
-    int ok = got > 0 && got <= 9 && (size_t)got == strlen(buf); /* no NUL inside */
-    for (la_ssize_t i = 0; ok && i < got; i++)
-        ok = buf[i] >= '0' && buf[i] <= '9';
-    *label = ok ? strtol(buf, &end, 10) : -1;
+    const char *t = buf + strspn(buf, " \t"); /* white space around the digits: allowed */
+    const la_ssize_t nt = got - (t - buf);
+    int ok = nt > 0 && nt <= 9 && strlen(t) == (size_t)nt; /* no NUL inside */
+    for (la_ssize_t i = 0; ok && i < nt; i++)
+        ok = t[i] >= '0' && t[i] <= '9';
+    *label = ok ? strtol(t, &end, 10) : -1;
     if (!ok || *label >= sc->limit) {
         snprintf(what, sizeof(what), "'%s' is not a class index in [0, %d)%s",
                  hp_str_escape(buf, m, sizeof(m)), sc->limit, sc->limit_why);
