@@ -314,7 +314,7 @@ START_TEST(shards_layout)
     ck_assert_int_eq(s->shard_first[0][1], 2);
     ck_assert_int_eq(s->shard_n[0][0], 2);
     ck_assert_int_eq(s->shard_n[0][1], 1);
-    /* a.json, d/, and d/b.x.png, d/b.x.cls: the extension follows the first '.' (WebDataset's
+    /* the .json member, d/, and d/b.x.png, d/b.x.cls: the extension follows the first '.' (WebDataset's
      * rule), so "x.png" and "x.cls" are neither image nor label */
     ck_assert_int_eq(s->nskipped[0], 4);
     expect_sample(s, 0, 0, "image a", 2, "/train-000000.tar:./a.jpg");
