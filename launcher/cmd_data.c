@@ -68,6 +68,7 @@ static long probe_all(struct hp_source *s)
             struct hp_sample smp;
             struct hp_image_info info;
             int rc = s->ops->read(s, sp, id, &smp, err, sizeof(err));
+            const char *what = rc ? "unreadable" : "undecodable";
             if (rc == 0) {
                 rc = hp_image_probe(smp.data, smp.size, &info, why, sizeof(why));
                 if (rc)
@@ -76,7 +77,7 @@ static long probe_all(struct hp_source *s)
             }
             if (rc) {
                 if (bad++ < SHOW_BAD)
-                    printf("  undecodable: %s\n", err);
+                    printf("  %s: %s\n", what, err);
                 continue;
             }
             njpeg += strcmp(info.format, "JPEG") == 0;
@@ -87,7 +88,8 @@ static long probe_all(struct hp_source *s)
     }
     if (bad > SHOW_BAD)
         printf("  ... and %ld more\n", bad - SHOW_BAD);
-    printf("images: %ld readable (%ld JPEG, %ld PNG), %ld undecodable\n", good, njpeg, npng, bad);
+    printf("images: %ld readable (%ld JPEG, %ld PNG), %ld unreadable or undecodable\n", good, njpeg,
+           npng, bad);
     if (good > 0) {
         qsort(w, (size_t)good, sizeof(int), cmp_int);
         qsort(h, (size_t)good, sizeof(int), cmp_int);
