@@ -300,6 +300,7 @@ FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_LIB      := $(FUZZ_BUILD)/libhp_fuzz.a
 FUZZ_NAMES    := siteconf model cluster plan binding address msgheader options gres manifest timeline \
                  $(if $(filter 1,$(HAVE_SPANK)),plugstack)
+FUZZ_NAMES    += tar folder
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_LINK     := $(FUZZ_LIB) $(RANK_LIBS) $(COMPUTE_LIBS) $(COMMON_LIBS)
 

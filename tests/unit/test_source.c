@@ -7,6 +7,7 @@
 
 #include "data.h"
 #include "error.h"
+#include "infile.h"
 #include "log.h"
 #include "source.h"
 
@@ -314,8 +315,8 @@ START_TEST(shards_layout)
     ck_assert_int_eq(s->shard_first[0][1], 2);
     ck_assert_int_eq(s->shard_n[0][0], 2);
     ck_assert_int_eq(s->shard_n[0][1], 1);
-    /* the .json member, d/, and d/b.x.png, d/b.x.cls: the extension follows the first '.' (WebDataset's
-     * rule), so "x.png" and "x.cls" are neither image nor label */
+    /* the .json member, d/, and d/b.x.png, d/b.x.cls: the extension follows the first '.'
+     * (WebDataset's rule), so "x.png" and "x.cls" are neither image nor label */
     ck_assert_int_eq(s->nskipped[0], 4);
     expect_sample(s, 0, 0, "image a", 2, "/train-000000.tar:./a.jpg");
     expect_sample(s, 0, 1, "image c", 1, "/train-000000.tar:d/c.PNG");
@@ -455,6 +456,28 @@ START_TEST(shards_refusals_raw)
     put_tar("train-000000.tar", (const struct mem[]){F("a.jpg", "x"), F("a.cls", "0")}, 2);
     expect_refused(hp_source_open_shards, 0,
                    (const char *const[]){"ROOT/train-000001.tar", "not a readable tar", NULL});
+}
+END_TEST
+
+/* the fuzz corpus's seed with a member "../escape.jpg" (tests/fuzz/corpus/tar/escape.tar) */
+START_TEST(shards_escape_seed)
+{
+    char path[1024], buf[16384];
+    int err = 0;
+    FILE *in = hp_infile_fopen("tests/fuzz/corpus/tar/escape.tar", 0, NULL, &err), *out;
+
+    ck_assert_msg(in, "tests/fuzz/corpus/tar/escape.tar (run from the repository): %s",
+                  hp_strerror(err));
+    const size_t n = fread(buf, 1, sizeof(buf), in);
+    fclose(in);
+    ck_assert_uint_gt(n, 1024);
+    snprintf(path, sizeof(path), "%s/train-000000.tar", root);
+    ck_assert_ptr_nonnull(out = fopen(path, "w"));
+    ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+    fclose(out);
+    expect_refused(hp_source_open_shards, 0,
+                   (const char *const[]){"ROOT/train-000000.tar: member '../escape.jpg'",
+                                         "a '..' component", NULL});
 }
 END_TEST
 
@@ -703,6 +726,7 @@ Suite *suite_source(void)
     tcase_add_test(t, shards_classes_txt);
     tcase_add_loop_test(t, shards_refusals, 0, (int)(sizeof(refusals) / sizeof(refusals[0])));
     tcase_add_test(t, shards_refusals_raw);
+    tcase_add_test(t, shards_escape_seed);
     tcase_add_test(t, no_data_set);
     tcase_add_test(t, shards_cache_order);
     tcase_add_test(t, shards_cache_any_order);
