@@ -20,5 +20,6 @@ Suite *suite_ckpt(void);
 Suite *suite_worker(void);
 Suite *suite_ps(void);
 Suite *suite_image(void);
+Suite *suite_source(void);
 
 #endif
