@@ -203,7 +203,7 @@ static int list_class(struct folder_source *x, int split, const char *cls, const
                  hp_str_escape(disp, q, sizeof(q)));
         rc = -HP_EDATA;
     }
-    if (rc == 0)
+    if (rc == 0 && x->s.n[split] - start > 1)
         qsort_r(sp->off + start, (size_t)(x->s.n[split] - start), sizeof(uint64_t), cmp_off,
                 x->arena);
     return rc;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
 # tier: fast
+# sanitizers: yes
 # hetpipe data check and pack on small image folders made here (real PNG files written by
 # python3's zlib): formats, classes, counts, undecodable files by name, a model's classes;
 # pack into WebDataset shards then check them; an existing OUT, a FIFO, hostile names.
