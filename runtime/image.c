@@ -579,12 +579,22 @@ static int resample(struct hp_image_scratch *s, const unsigned char *pix, int dw
         const float *w = s->yw + (size_t)y * ky;
         float *acc = s->acc;
 
-        memset(acc, 0, rowlen * sizeof(float));
-        for (int i = 0; i < n; i++) {
-            const float *t = s->tmp + (size_t)(first + i - r0) * rowlen, wi = w[i];
+        const float *t = s->tmp + (size_t)(first - r0) * rowlen;
+        int i = 1;
+
+        if (n == 0)
+            memset(acc, 0, rowlen * sizeof(float));
+        else
             for (size_t j = 0; j < rowlen; j++)
-                acc[j] += wi * t[j];
+                acc[j] = w[0] * t[j];
+        for (; i + 1 < n; i += 2) { /* two taps a pass over the row */
+            const float *t0 = t + i * rowlen, *t1 = t0 + rowlen, w0 = w[i], w1 = w[i + 1];
+            for (size_t j = 0; j < rowlen; j++)
+                acc[j] += w0 * t0[j] + w1 * t1[j];
         }
+        if (i < n)
+            for (size_t j = 0; j < rowlen; j++)
+                acc[j] += w[i] * t[i * rowlen + j];
         for (int x = 0; x < ow; x++) /* padding columns */
             if (s->xi[2 * x + 1] == 0)
                 for (int ch = 0; ch < c; ch++)
