@@ -178,8 +178,9 @@ static int png_header(const unsigned char *b, size_t n, struct hp_image_info *in
     return 0;
 }
 
-/* libjpeg's message, as the error: "truncated" where libjpeg says the data end early, "corrupt
- * or truncated" where they do not end with the EOI marker, else "corrupt". */
+/* libjpeg's message, as the error: "truncated" where libjpeg says the data end early,
+ * "unsupported" for a kind of JPEG it does not decode, "corrupt or truncated" where the data do
+ * not end with the EOI marker, else "corrupt". */
 static int jpeg_fail(tjhandle tj, const char *why, const unsigned char *b, size_t n, char *err,
                      size_t errlen)
 {
@@ -189,6 +190,8 @@ static int jpeg_fail(tjhandle tj, const char *why, const unsigned char *b, size_
         m = "unknown error";
     if (strstr(m, "Premature end"))
         return fail(err, errlen, -HP_EDATA, "truncated JPEG: %s", m);
+    if (strstr(m, "Unsupported") && !strstr(m, "marker")) /* 12-bit, lossless */
+        return fail(err, errlen, -HP_EDATA, "unsupported JPEG: %s", m);
     if (n < 4 || b[n - 2] != 0xff || b[n - 1] != 0xd9)
         return fail(err, errlen, -HP_EDATA, "corrupt or truncated JPEG (no end marker): %s", m);
     return fail(err, errlen, -HP_EDATA, "corrupt JPEG: %s", m);
