@@ -178,8 +178,9 @@ static int png_header(const unsigned char *b, size_t n, struct hp_image_info *in
     return 0;
 }
 
-/* libjpeg's message, as the error: "truncated" where libjpeg says the data end early, "corrupt
- * or truncated" where they do not end with the EOI marker, else "corrupt". */
+/* libjpeg's message, as the error: "truncated" where libjpeg says the data end early,
+ * "unsupported" for a kind of JPEG it does not decode, "corrupt or truncated" where the data do
+ * not end with the EOI marker, else "corrupt". */
 static int jpeg_fail(tjhandle tj, const char *why, const unsigned char *b, size_t n, char *err,
                      size_t errlen)
 {
@@ -189,6 +190,8 @@ static int jpeg_fail(tjhandle tj, const char *why, const unsigned char *b, size_
         m = "unknown error";
     if (strstr(m, "Premature end"))
         return fail(err, errlen, -HP_EDATA, "truncated JPEG: %s", m);
+    if (strstr(m, "Unsupported") && !strstr(m, "marker")) /* 12-bit, lossless */
+        return fail(err, errlen, -HP_EDATA, "unsupported JPEG: %s", m);
     if (n < 4 || b[n - 2] != 0xff || b[n - 1] != 0xd9)
         return fail(err, errlen, -HP_EDATA, "corrupt or truncated JPEG (no end marker): %s", m);
     return fail(err, errlen, -HP_EDATA, "corrupt JPEG: %s", m);
@@ -579,12 +582,22 @@ static int resample(struct hp_image_scratch *s, const unsigned char *pix, int dw
         const float *w = s->yw + (size_t)y * ky;
         float *acc = s->acc;
 
-        memset(acc, 0, rowlen * sizeof(float));
-        for (int i = 0; i < n; i++) {
-            const float *t = s->tmp + (size_t)(first + i - r0) * rowlen, wi = w[i];
+        const float *t = s->tmp + (size_t)(first - r0) * rowlen;
+        int i = 1;
+
+        if (n == 0)
+            memset(acc, 0, rowlen * sizeof(float));
+        else
             for (size_t j = 0; j < rowlen; j++)
-                acc[j] += wi * t[j];
+                acc[j] = w[0] * t[j];
+        for (; i + 1 < n; i += 2) { /* two taps a pass over the row */
+            const float *t0 = t + i * rowlen, *t1 = t0 + rowlen, w0 = w[i], w1 = w[i + 1];
+            for (size_t j = 0; j < rowlen; j++)
+                acc[j] += w0 * t0[j] + w1 * t1[j];
         }
+        if (i < n)
+            for (size_t j = 0; j < rowlen; j++)
+                acc[j] += w[i] * t[i * rowlen + j];
         for (int x = 0; x < ow; x++) /* padding columns */
             if (s->xi[2 * x + 1] == 0)
                 for (int ch = 0; ch < c; ch++)
