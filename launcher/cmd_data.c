@@ -2,6 +2,7 @@
  * image's header, the image sizes; against a model's classes), and pack an image folder into
  * WebDataset tar shards. */
 #include "commands.h"
+#include "feed.h"
 #include "data.h"
 #include "error.h"
 #include "image.h"
@@ -30,13 +31,18 @@
 static const char synopsis[] =
     "usage: hetpipe data check DIR [--model NAME|PATH]\n"
     "       hetpipe data pack DIR OUT [--shard-size BYTES] [--split train|val|both]\n"
+    "       hetpipe data bench DIR --model NAME|PATH [--data-threads N] [--samples N]\n"
+    "             [--batch N] [--data-augment standard|none] [--seed N]\n"
     "check: a data set's format (IDX files, an image folder DIR/train/CLASS/*.jpg, tar shards\n"
     "DIR/train-000000.tar), its classes, samples per split, every image's header (undecodable\n"
     "ones by name) and the image sizes; with --model, that the model's classes match. Exit 1 on\n"
     "a problem.\n"
     "pack: an image folder into WebDataset shards OUT/train-000000.tar ... (members KEY.jpg or\n"
     "KEY.png and KEY.cls, KEY the sample's id in the folder, in a fixed shuffled order) and\n"
-    "OUT/classes.txt; OUT must not exist or be empty. The shards are read back and compared.\n";
+    "OUT/classes.txt; OUT must not exist or be empty. The shards are read back and compared.\n"
+    "bench: decode and augment --samples training samples for the model's input as a job's\n"
+    "input rank does (its threads and queue), none trained on: images/s, and per core of CPU\n"
+    "time.\n";
 
 static const char *const split_names[2] = {"train", "val"};
 
@@ -451,6 +457,41 @@ static int data_pack(const char *dir, const char *out, long shard_size, long whi
     return rc ? 1 : 0;
 }
 
+/* hetpipe data bench: the feed's input alone (feed.h: hp_feed_bench). */
+static int data_bench(const char *dir, const struct hp_options *o)
+{
+    struct hp_model *m;
+    struct hp_feed_stats st;
+    double ips, wall, cpu;
+    int rc;
+
+    if (!o->model || !*o->model) {
+        hp_error("data bench: give --model (the input size and classes to prepare for)");
+        return 2;
+    }
+    if ((rc = hp_model_load(o->model, &m)))
+        return 1;
+    const struct hp_feed_config c = {.dir = dir,
+                                     .model = m,
+                                     .mode = HP_FEED_INPUT,
+                                     .batch = (int)o->batch,
+                                     .nvws = 1,
+                                     .seed = (uint64_t)o->seed,
+                                     .threads = (int)o->data_threads,
+                                     .queue = (int)o->data_queue,
+                                     .augment = o->data_augment};
+    rc = hp_feed_bench(&c, o->samples, &ips, &wall, &cpu, &st);
+    if (!rc)
+        printf("data bench: %ld samples of %dx%dx%d in %.3f s: images_per_s=%.1f threads=%d "
+               "cpu_s=%.3f images_per_cpu_s=%.1f decode_per_thread=%.1f\n",
+               st.decoded, m->input.c, m->input.h, m->input.w, wall, ips, st.threads, cpu,
+               cpu > 0 ? (double)st.decoded / cpu : 0,
+               st.decode_s > 0 ? (double)st.decoded / st.decode_s : 0);
+    hp_model_destroy(m);
+    hp_cmd_report("data bench", rc);
+    return rc ? 1 : 0;
+}
+
 int hp_cmd_data(int argc, char **argv)
 {
     struct hp_options o;
@@ -460,7 +501,7 @@ int hp_cmd_data(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (rest >= argc) {
-        hp_error("data: give a subcommand: check or pack (see hetpipe data --help)");
+        hp_error("data: give a subcommand: check, pack or bench (see hetpipe data --help)");
         return 2;
     }
     sub = argv[rest++];
@@ -479,6 +520,14 @@ int hp_cmd_data(int argc, char **argv)
         }
         return data_pack(argv[rest], argv[rest + 1], o.shard_size, o.split);
     }
-    hp_error("data: unknown subcommand '%s' (allowed: check, pack)", sub);
+    if (strcmp(sub, "bench") == 0) {
+        const char *dir = rest < argc ? argv[rest++] : o.data;
+        if (rest < argc) {
+            hp_error("data bench: unexpected argument '%s' (see hetpipe data --help)", argv[rest]);
+            return 2;
+        }
+        return data_bench(dir, &o);
+    }
+    hp_error("data: unknown subcommand '%s' (allowed: check, pack, bench)", sub);
     return 2;
 }
