@@ -114,7 +114,8 @@ RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.
                  runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_store.c \
                  runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c
 RUNTIME_SRCS  += runtime/image.c
-RUNTIME_SRCS  += runtime/source.c runtime/source_idx.c runtime/source_folder.c runtime/source_shards.c
+RUNTIME_SRCS  += runtime/source.c runtime/source_idx.c runtime/source_folder.c runtime/source_shards.c \
+                 runtime/text.c
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
                  launcher/slurm.c launcher/planjob.c launcher/layout.c launcher/rundir.c \
                  launcher/proc.c launcher/tlmerge.c launcher/svg.c launcher/jobdata.c \
