@@ -151,7 +151,7 @@ static int add_file(struct hp_text *t, int dirfd, const char *rel, const char *d
 {
     struct stat st;
     unsigned char *buf = NULL;
-    size_t n;
+    size_t n = 0;
     int rc;
     const int fd = hp_infile_openat(dirfd, rel, 0, &st);
 
@@ -305,8 +305,7 @@ int hp_text_llmc_check(const unsigned char *header, int64_t file_size, const cha
     if (file_size != HP_TEXT_LLMC_HEADER + 2 * (int64_t)n) {
         hp_error("token file '%s' has %lld bytes, not the %lld of its header's %d tokens "
                  "(1024 + 2 x %d)",
-                 name, (long long)file_size, (long long)HP_TEXT_LLMC_HEADER + 2 * (int64_t)n, n,
-                 n);
+                 name, (long long)file_size, (long long)HP_TEXT_LLMC_HEADER + 2 * (int64_t)n, n, n);
         return -HP_EDATA;
     }
     *count = n;
@@ -441,8 +440,7 @@ static int read_llmc(const struct hp_text *t, int s, int64_t off, long n, int32_
         const int rc =
             pread_all(sh->fd, raw, 2 * (size_t)m, (off_t)(HP_TEXT_LLMC_HEADER + 2 * local));
         if (rc) {
-            hp_error("cannot read token file '%s' at token %lld: %s", sh->path,
-                     (long long)local,
+            hp_error("cannot read token file '%s' at token %lld: %s", sh->path, (long long)local,
                      rc == -HP_EIO ? "it is shorter than when it was opened" : hp_strerror(rc));
             return rc;
         }
@@ -476,8 +474,8 @@ static int set_counts(struct hp_text *t, int need_val)
         const int64_t nt = t->n.ntokens[s];
         if (nt < (int64_t)T + 1) {
             if (s == HP_TEXT_TRAIN || need_val) {
-                hp_error("%s: the %s split has %lld tokens, fewer than the context %d + 1",
-                         t->desc, split_word[s], (long long)nt, T);
+                hp_error("%s: the %s split has %lld tokens, fewer than the context %d + 1", t->desc,
+                         split_word[s], (long long)nt, T);
                 return -HP_EDATA;
             }
             continue;
@@ -590,8 +588,7 @@ int64_t hp_text_train_offset(const struct hp_text *t, uint64_t seed, long epoch,
     return (int64_t)(hp_rng_u64(s, (uint64_t)i) % (uint64_t)(t->n.ntokens[0] - t->n.T));
 }
 
-int hp_text_train_seq(const struct hp_text *t, uint64_t seed, long epoch, long i,
-                      int32_t *tokens)
+int hp_text_train_seq(const struct hp_text *t, uint64_t seed, long epoch, long i, int32_t *tokens)
 {
     if (i < 0 || i >= t->n.nseq[HP_TEXT_TRAIN] || epoch < 0) {
         hp_error("%s: training sequence %ld of epoch %ld is not one (%ld an epoch)", t->desc, i,
@@ -605,8 +602,7 @@ int hp_text_train_seq(const struct hp_text *t, uint64_t seed, long epoch, long i
 int hp_text_val_seq(const struct hp_text *t, long i, int32_t *tokens)
 {
     if (i < 0 || i >= t->n.nseq[HP_TEXT_VAL]) {
-        hp_error("%s: validation window %ld is not one (%ld)", t->desc, i,
-                 t->n.nseq[HP_TEXT_VAL]);
+        hp_error("%s: validation window %ld is not one (%ld)", t->desc, i, t->n.nseq[HP_TEXT_VAL]);
         return -HP_EINVAL;
     }
     return hp_text_read(t, HP_TEXT_VAL, (int64_t)i * t->n.T, t->n.T + 1L, tokens);

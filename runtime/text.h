@@ -42,13 +42,13 @@
 #include <stdint.h>
 
 #define HP_TEXT_LLMC_MAGIC 20240520
-#define HP_TEXT_LLMC_VERSION 1           /* uint16 tokens (version 2, uint32, is LLaMA 3's) */
-#define HP_TEXT_LLMC_HEADER 1024         /* bytes: 256 int32 */
-#define HP_TEXT_MAX_BYTES (1L << 30)     /* plain text held in memory, all files together */
-#define HP_TEXT_MAX_SHARDS 1000          /* token files of both splits together */
-#define HP_TEXT_MAX_T (1 << 20)          /* the longest context */
-#define HP_TEXT_VAL_EVERY 20             /* about one entry in 20 is for validation */
-#define HP_TEXT_RNG_TAG 0x74657874ULL    /* "text": the training offsets' stream */
+#define HP_TEXT_LLMC_VERSION 1        /* uint16 tokens (version 2, uint32, is LLaMA 3's) */
+#define HP_TEXT_LLMC_HEADER 1024      /* bytes: 256 int32 */
+#define HP_TEXT_MAX_BYTES (1L << 30)  /* plain text held in memory, all files together */
+#define HP_TEXT_MAX_SHARDS 1000       /* token files of both splits together */
+#define HP_TEXT_MAX_T (1 << 20)       /* the longest context */
+#define HP_TEXT_VAL_EVERY 20          /* about one entry in 20 is for validation */
+#define HP_TEXT_RNG_TAG 0x74657874ULL /* "text": the training offsets' stream */
 
 enum hp_text_kind { HP_TEXT_BYTES = 0, HP_TEXT_LLMC = 1 };
 /* the splits, numbered as source.h's enum hp_split */
@@ -87,8 +87,7 @@ int64_t hp_text_train_offset(const struct hp_text *t, uint64_t seed, long epoch,
 /* Training sequence i of epoch `epoch` (0 <= i < nseq[HP_TEXT_TRAIN]) into tokens[T + 1].
  * 0, or a negative code (logged: i out of range; a token file that is short or holds a token
  * >= vocab, naming it and the position). */
-int hp_text_train_seq(const struct hp_text *t, uint64_t seed, long epoch, long i,
-                      int32_t *tokens);
+int hp_text_train_seq(const struct hp_text *t, uint64_t seed, long epoch, long i, int32_t *tokens);
 
 /* Validation window i (0 <= i < nseq[HP_TEXT_VAL]) into tokens[T + 1]; as above. */
 int hp_text_val_seq(const struct hp_text *t, long i, int32_t *tokens);
