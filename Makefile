@@ -308,7 +308,7 @@ FUZZ_LIB      := $(FUZZ_BUILD)/libhp_fuzz.a
 FUZZ_NAMES    := siteconf model cluster plan binding address msgheader options gres manifest timeline \
                  image \
                  $(if $(filter 1,$(HAVE_SPANK)),plugstack)
-FUZZ_NAMES    += tar folder
+FUZZ_NAMES    += tar folder tokens
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_LINK     := $(FUZZ_LIB) $(RANK_LIBS) $(COMPUTE_LIBS) $(COMMON_LIBS)
 

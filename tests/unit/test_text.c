@@ -557,7 +557,7 @@ START_TEST(llmc_refusals_other)
     struct hp_text *t = NULL;
 
     /* shorter than a header */
-    put("x_train_000000.bin", "\x68\x2a\x35\x01", 4);
+    put("x_train_000000.bin", "\x88\xd8\x34\x01", 4); /* the magic alone */
     ck_assert_int_eq(open_msg(root, 4, 100, 0, &t), -HP_EDATA);
     ck_assert_ptr_nonnull(strstr(msg, "less than llm.c's header"));
     /* a FIFO with a token file's name: refused at once */
