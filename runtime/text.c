@@ -33,6 +33,8 @@ struct hp_text {
 };
 
 static const char *const split_word[2] = {"training", "validation"};
+/* HP_TEXT_LLMC_MAGIC as a file starts with it (little-endian) */
+static const unsigned char llmc_magic[4] = {0x88, 0xd8, 0x34, 0x01};
 
 /* ---- plain text --------------------------------------------------------------------------- */
 
@@ -170,6 +172,13 @@ static int add_file(struct hp_text *t, int dirfd, const char *rel, const char *d
     close(fd);
     if (rc)
         return rc;
+    if (n >= 4 && memcmp(buf, llmc_magic, 4) == 0) {
+        hp_error("text file '%s' is an llm.c token file: put it in a directory of token files "
+                 "as NAME_train_*.bin or NAME_val_*.bin",
+                 disp);
+        free(buf);
+        return -HP_EDATA;
+    }
     rc = cut_entries(buf, n, out, t->n.entries);
     free(buf);
     t->n.files[0]++;

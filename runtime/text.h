@@ -13,7 +13,8 @@
  *   (not its place: adding a file moves nothing; a repeated entry never sits in both splits).
  *   A split's tokens are its entries in file order, each followed by the separator that ended
  *   it ("%\n" in fortune's format, "\n" after a paragraph), so that they read as the files
- *   did. Held in memory, a byte a token (HP_TEXT_MAX_BYTES of text at most).
+ *   did. Held in memory, a byte a token (HP_TEXT_MAX_BYTES of text at most). A
+ *   file that starts with llm.c's magic is refused (token files are not text).
  *
  * - Token files in llm.c's layout (karpathy/llm.c, dev/data/data_common.py): a header of 256
  *   little-endian int32 (magic HP_TEXT_LLMC_MAGIC, version 1, the token count), then the

@@ -379,6 +379,17 @@ START_TEST(text_refusals)
     ck_assert_ptr_nonnull(strstr(msg, path));
     ck_assert_ptr_null(t);
 
+    /* a token file given as text (one file; in a directory under another name) */
+    const uint16_t tok[4] = {1, 2, 3, 4};
+    put_llmc("tokens.bin", HP_TEXT_LLMC_MAGIC, 1, 4, tok, 4, 0);
+    snprintf(path, sizeof(path), "%s/tokens.bin", root);
+    ck_assert_int_eq(open_msg(path, 2, 256, 0, &t), -HP_EDATA);
+    ck_assert_ptr_nonnull(strstr(msg, path));
+    ck_assert_ptr_nonnull(strstr(msg, "is an llm.c token file"));
+    ck_assert_int_eq(open_msg(root, 2, 256, 0, &t), -HP_EDATA);
+    ck_assert_ptr_nonnull(strstr(msg, "is an llm.c token file"));
+    ck_assert_int_eq(unlink(path), 0);
+
     snprintf(path, sizeof(path), "%s/fifo", root);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
     ck_assert_int_eq(open_msg(root, 2, 256, 0, &t), -HP_EDATA); /* never blocks */
