@@ -132,7 +132,7 @@ ifeq ($(HAVE_CUDA),1)
                  -DHP_HAVE_CUDA=1 -MMD -MP
   CUDA_OBJS   := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
   CUDA_MODULE := $(BUILD)/hetpipe-cuda.so
-  CUDA_MODULE_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++
+  CUDA_MODULE_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++ -lm
 else
   CUDA_OBJS   :=
   CUDA_MODULE :=
