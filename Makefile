@@ -112,7 +112,8 @@ RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.
                  runtime/worker.c runtime/schedule.c runtime/stash.c runtime/wsp.c runtime/dp.c \
                  runtime/link.c runtime/feed.c runtime/jobpoint.c runtime/pause.c runtime/evaluate.c \
                  runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_store.c \
-                 runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c
+                 runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c \
+                 runtime/lrsched.c
 RUNTIME_SRCS  += runtime/image.c
 RUNTIME_SRCS  += runtime/source.c runtime/source_idx.c runtime/source_folder.c runtime/source_shards.c
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \

@@ -2,9 +2,9 @@
  *
  * The context owns one stream, a cuBLAS and a cuDNN handle bound to it, a few reusable cuDNN
  * descriptors, the softmax_xent scratch and sumsq's partial sums. Every op is enqueued on the
- * stream (so ops are asynchronous); sync, download, upload, softmax_xent and sumsq wait for it. Convolution and pooling
- * are in backend_cuda_conv.cu, batch norm in backend_cuda_bn.cu, own kernels in
- * backend_cuda_elementwise.cu and backend_cuda_loss.cu.
+ * stream (so ops are asynchronous); sync, download, upload, softmax_xent and sumsq wait for it.
+ * Convolution and pooling are in backend_cuda_conv.cu, batch norm in backend_cuda_bn.cu, own
+ * kernels in backend_cuda_elementwise.cu and backend_cuda_loss.cu.
  *
  * The module's entry point (backend_cuda_module.cu) hands hp_cuda_device_count and
  * hp_cuda_create to the loader (backend_module.c).
