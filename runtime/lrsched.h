@@ -1,6 +1,6 @@
 /* lrsched.h - the learning-rate schedule: a pure function of the step.
  *
- * Linear warm-up over the first `warmup` steps (step s < warmup: lr (s + 1) / warmup, llm.c's
+ * Linear warm-up over the first `warmup` steps (step s < warmup: lr (s + 1) / warmup, karpathy/llm.c's
  * form, which reaches lr at the warm-up's last step), then over the remaining steps either a
  * constant lr or a cosine decay from lr to `floor`:
  *   floor + 0.5 (lr - floor) (1 + cos(pi (s - warmup) / (total - warmup)))
