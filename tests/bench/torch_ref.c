@@ -83,8 +83,12 @@ int main(int argc, char **argv)
             hp_net_backward(net, 0))
             return 1;
         if (adamw) {
-            const struct hp_adamw_desc d = {
-                .lr = 1e-3f, .wd = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .step = s + 1};
+            const struct hp_adamw_desc d = {.lr = 1e-3f,
+                                            .wd = 0.1f,
+                                            .beta1 = 0.9f,
+                                            .beta2 = 0.95f,
+                                            .eps = 1e-8f,
+                                            .step = s + 1};
             double sumsq;
             if (hp_net_grad_sumsq(net, &sumsq) || hp_net_clip_grads(net, sqrt(sumsq), 1.0) ||
                 hp_net_adamw(net, &d))
@@ -97,8 +101,8 @@ int main(int argc, char **argv)
     fclose(lf);
     if (write_file(dir, "params1.bin", hp_net_params(net), np * sizeof(float)))
         return 1;
-    printf("torch_ref: %d %s steps, %zu parameters written to %s\n", steps,
-           adamw ? "AdamW" : "SGD", np, dir);
+    printf("torch_ref: %d %s steps, %zu parameters written to %s\n", steps, adamw ? "AdamW" : "SGD",
+           np, dir);
     free(idx);
     hp_net_destroy(net);
     hp_backend_destroy(be);
