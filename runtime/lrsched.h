@@ -1,11 +1,12 @@
 /* lrsched.h - the learning-rate schedule: a pure function of the step.
  *
- * Linear warm-up over the first `warmup` steps (step s < warmup: lr (s + 1) / warmup,
- * karpathy/llm.c's form, which reaches lr at the warm-up's last step), then over the remaining
- * steps either a constant lr or a cosine decay from lr to `floor`: floor + 0.5 (lr - floor) (1 +
- * cos(pi (s - warmup) / (total - warmup))) which is floor at s = total and stays there after. With
- * warmup 0 and floor 0 these are exactly (bit for bit) the schedules hetpipe train and the ranks
- * have always used: the constant lr, and 0.5 lr (1 + cos(pi s / total)).
+ * Linear warm-up over the first `warmup` steps (step s < warmup: lr (s + 1) / warmup, the
+ * form of karpathy/llm.c, which reaches lr at the warm-up's last step), then over the other
+ * steps either a constant lr or a cosine decay from lr to `floor`,
+ *     floor + 0.5 (lr - floor) (1 + cos(pi (s - warmup) / (total - warmup))),
+ * which is floor at s = total and stays there after. With warmup 0 and floor 0 these are
+ * exactly (bit for bit) the schedules hetpipe train and the ranks have always used: the
+ * constant lr, and 0.5 lr (1 + cos(pi s / total)).
  */
 #ifndef HP_LRSCHED_H
 #define HP_LRSCHED_H
