@@ -112,7 +112,8 @@ RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.
                  runtime/worker.c runtime/schedule.c runtime/stash.c runtime/wsp.c runtime/dp.c \
                  runtime/link.c runtime/feed.c runtime/jobpoint.c runtime/pause.c runtime/evaluate.c \
                  runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_store.c \
-                 runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c
+                 runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c \
+                 runtime/lrsched.c
 RUNTIME_SRCS  += runtime/image.c
 RUNTIME_SRCS  += runtime/source.c runtime/source_idx.c runtime/source_folder.c runtime/source_shards.c \
                  runtime/text.c
@@ -133,7 +134,7 @@ ifeq ($(HAVE_CUDA),1)
                  -DHP_HAVE_CUDA=1 -MMD -MP
   CUDA_OBJS   := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
   CUDA_MODULE := $(BUILD)/hetpipe-cuda.so
-  CUDA_MODULE_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++
+  CUDA_MODULE_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++ -lm
 else
   CUDA_OBJS   :=
   CUDA_MODULE :=

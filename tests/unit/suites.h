@@ -22,5 +22,6 @@ Suite *suite_ps(void);
 Suite *suite_image(void);
 Suite *suite_source(void);
 Suite *suite_text(void);
+Suite *suite_optim(void);
 
 #endif
