@@ -228,6 +228,8 @@ static int check_seq_unit(const struct hp_ini *ini, const char *sec, int t, long
                               : "needs [model] dataset = text (and input = Tx1x1)");
         return -HP_EMODEL;
     }
+    if (!m->positions)
+        return 0;
     if ((t == T_EMBED) != (m->nunits == 0)) {
         hp_error("%s: [%s]: key 'type': %s", path, sec,
                  t == T_EMBED ? "embed must be the first unit (it reads the token ids)"

@@ -21,5 +21,6 @@ Suite *suite_worker(void);
 Suite *suite_ps(void);
 Suite *suite_image(void);
 Suite *suite_source(void);
+Suite *suite_gpt(void);
 
 #endif
