@@ -9,10 +9,10 @@
 #include <string.h>
 
 static const char *const op_names[HP_OP_NTYPES] = {
-    [HP_OP_CONV] = "conv",       [HP_OP_LINEAR] = "linear",   [HP_OP_BN] = "batchnorm",
-    [HP_OP_RELU] = "relu",       [HP_OP_MAXPOOL] = "maxpool", [HP_OP_AVGPOOL] = "avgpool",
-    [HP_OP_FLATTEN] = "flatten", [HP_OP_DROPOUT] = "dropout", [HP_OP_ADD] = "add",
-    [HP_OP_EMBED] = "embed",     [HP_OP_LAYERNORM] = "layernorm", [HP_OP_PLINEAR] = "plinear",
+    [HP_OP_CONV] = "conv",           [HP_OP_LINEAR] = "linear",       [HP_OP_BN] = "batchnorm",
+    [HP_OP_RELU] = "relu",           [HP_OP_MAXPOOL] = "maxpool",     [HP_OP_AVGPOOL] = "avgpool",
+    [HP_OP_FLATTEN] = "flatten",     [HP_OP_DROPOUT] = "dropout",     [HP_OP_ADD] = "add",
+    [HP_OP_EMBED] = "embed",         [HP_OP_LAYERNORM] = "layernorm", [HP_OP_PLINEAR] = "plinear",
     [HP_OP_ATTENTION] = "attention", [HP_OP_GELU] = "gelu",
 };
 

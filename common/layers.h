@@ -9,7 +9,7 @@
  *
  * Sequences (the GPT ops, from HP_OP_EMBED on): a sequence of T positions, each a vector of
  * d features, is the shape [T, 1, d], so that a minibatch is [batch x T, d] rows of d floats,
- * row-major ([B][T][d], llm.c's and PyTorch's layout): an op applied per position is one GEMM
+ * row-major ([B][T][d], PyTorch's layout): an op applied per position is one GEMM
  * over batch x T rows. Token ids enter as floats, one per position: [T, 1, 1] (exact as
  * floats up to 2^24). The logits of a vocabulary of V tokens are [T, 1, V], and the loss is
  * the softmax cross-entropy of every position against its own label (hp_net_loss_tokens).
@@ -76,11 +76,11 @@ struct hp_op {
     int out;   /* unit-local tensor id = index of this op + 1 */
     int filters, kernel, stride, pad, bias;
     float p;
-    int heads;    /* HP_OP_ATTENTION */
-    int vocab;    /* HP_OP_EMBED: tokens */
-    int tie;      /* HP_OP_PLINEAR of a head with tie = true: its weights are tied to the token
-                     matrix of the embed unit of model index tie_unit (the same values at
-                     initialisation; the gradients are to be summed, model.h) */
+    int heads; /* HP_OP_ATTENTION */
+    int vocab; /* HP_OP_EMBED: tokens */
+    int tie;   /* HP_OP_PLINEAR of a head with tie = true: its weights are tied to the token
+                  matrix of the embed unit of model index tie_unit (the same values at
+                  initialisation; the gradients are to be summed, model.h) */
     int tie_unit;
     struct hp_shape in_shape, out_shape;
     size_t param_off; /* floats into the unit's parameter block: weights, then bias / gamma, beta */

@@ -34,10 +34,9 @@ enum unit_type {
     T_NTYPES
 };
 
-static const char *const type_words[] = {"conv",    "linear",    "maxpool",    "avgpool",
-                                         "gap",     "batchnorm", "relu",       "flatten",
-                                         "dropout", "basic",     "bottleneck", "embed",
-                                         "block",   "head",      NULL};
+static const char *const type_words[] = {"conv",       "linear", "maxpool", "avgpool", "gap",
+                                         "batchnorm",  "relu",   "flatten", "dropout", "basic",
+                                         "bottleneck", "embed",  "block",   "head",    NULL};
 
 /* The keys each unit type accepts (besides type and repeat). */
 static const char *const keys_conv[] = {"type", "repeat", "filters", "kernel", "stride",
@@ -53,10 +52,10 @@ static const char *const keys_head[] = {"type", "repeat", "tie", NULL};
 static const char *const keys_model[] = {"name", "dataset", "input", "classes", NULL};
 
 static const char *const *const type_keys[T_NTYPES] = {
-    [T_CONV] = keys_conv,    [T_LINEAR] = keys_linear,    [T_MAXPOOL] = keys_pool,
-    [T_AVGPOOL] = keys_pool, [T_GAP] = keys_none,         [T_BN] = keys_none,
-    [T_RELU] = keys_none,    [T_FLATTEN] = keys_none,     [T_DROPOUT] = keys_dropout,
-    [T_BASIC] = keys_block,  [T_BOTTLENECK] = keys_block,  [T_EMBED] = keys_embed,
+    [T_CONV] = keys_conv,       [T_LINEAR] = keys_linear,    [T_MAXPOOL] = keys_pool,
+    [T_AVGPOOL] = keys_pool,    [T_GAP] = keys_none,         [T_BN] = keys_none,
+    [T_RELU] = keys_none,       [T_FLATTEN] = keys_none,     [T_DROPOUT] = keys_dropout,
+    [T_BASIC] = keys_block,     [T_BOTTLENECK] = keys_block, [T_EMBED] = keys_embed,
     [T_BLOCK] = keys_gpt_block, [T_HEAD] = keys_head,
 };
 
@@ -246,11 +245,10 @@ static int check_seq_unit(const struct hp_ini *ini, const char *sec, int t, long
 /* A text model ends in a head: logits [T, 1, classes]. */
 static int check_seq_model(const char *path, const struct hp_model *m, struct hp_shape cur)
 {
-    if (strcmp(m->units[m->nunits - 1].kind, "head") != 0 || cur.c != m->positions ||
-        cur.h != 1 || cur.w != m->classes) {
+    if (strcmp(m->units[m->nunits - 1].kind, "head") != 0 || cur.c != m->positions || cur.h != 1 ||
+        cur.w != m->classes) {
         hp_error("%s: a text model ends with a head unit (logits %dx1x%d), not '%s' (%dx%dx%d)",
-                 path, m->positions, m->classes, m->units[m->nunits - 1].name, cur.c, cur.h,
-                 cur.w);
+                 path, m->positions, m->classes, m->units[m->nunits - 1].name, cur.c, cur.h, cur.w);
         return -HP_EMODEL;
     }
     return 0;

@@ -44,7 +44,7 @@ struct hp_model {
     size_t nparams;        /* trainable floats over all units (a tied head's copy included) */
     size_t ntied;          /* of those, the floats of tied copies (a head's with tie = true) */
     size_t nstate;
-    int positions;         /* labels per sample: T for dataset = text, else 1 (0: read as 1) */
+    int positions; /* labels per sample: T for dataset = text, else 1 (0: read as 1) */
 };
 
 /* Labels per sample of model m: a sequence model's T, else 1. */

@@ -180,8 +180,8 @@ struct hp_backend_ops {
      * 1 / sqrt(var + eps) (the biased variance, as PyTorch); mean and rstd [rows] are written
      * for backward. Backward: dx (optional, NULL), dgamma and dbeta [d] (overwritten). */
     int (*layernorm_forward)(struct hp_backend *be, const float *x, const float *gamma,
-                             const float *beta, float *y, float *mean, float *rstd, int rows,
-                             int d, float eps);
+                             const float *beta, float *y, float *mean, float *rstd, int rows, int d,
+                             float eps);
     int (*layernorm_backward)(struct hp_backend *be, const float *x, const float *dy,
                               const float *gamma, const float *mean, const float *rstd, float *dx,
                               float *dgamma, float *dbeta, int rows, int d);
@@ -189,11 +189,10 @@ struct hp_backend_ops {
     /* Attention (hp_attn_desc): probs [n, heads, T, T] written by forward (0 above the
      * diagonal), read by backward, which writes dqkv [n, T, 3d] from dy [n, T, d]; ws: a
      * workspace of T x T floats. */
-    int (*attention_forward)(struct hp_backend *be, const struct hp_attn_desc *d,
-                             const float *qkv, float *y, float *probs);
-    int (*attention_backward)(struct hp_backend *be, const struct hp_attn_desc *d,
-                              const float *qkv, const float *probs, const float *dy, float *dqkv,
-                              float *ws);
+    int (*attention_forward)(struct hp_backend *be, const struct hp_attn_desc *d, const float *qkv,
+                             float *y, float *probs);
+    int (*attention_backward)(struct hp_backend *be, const struct hp_attn_desc *d, const float *qkv,
+                              const float *probs, const float *dy, float *dqkv, float *ws);
 
     /* GELU, tanh form: y = x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2; backward from
      * the input x: dx = dy y'(x). y may equal x; dx may equal dy. */

@@ -821,8 +821,8 @@ static int cpu_embed_forward(struct hp_backend *be, const float *ids, const floa
 }
 
 /* The ids were checked by the forward pass that made dy. */
-static int cpu_embed_backward(struct hp_backend *be, const float *ids, const float *dy,
-                              float *dwte, float *dwpe, int n, int T, int d, int vocab)
+static int cpu_embed_backward(struct hp_backend *be, const float *ids, const float *dy, float *dwte,
+                              float *dwpe, int n, int T, int d, int vocab)
 {
     memset(dwte, 0, (size_t)vocab * d * sizeof(float));
     memset(dwpe, 0, (size_t)T * d * sizeof(float));

@@ -861,8 +861,7 @@ static int backward_seq(struct hp_net *net, int slot, struct net_op *o, const fl
         return !rc && dx ? ops->zero(be, dx, net->tensors[o->in[0]].size * sizeof(float)) : rc;
     case HP_OP_LAYERNORM: {
         const float *save = extra(net, slot, o);
-        return ops->layernorm_backward(be, x, dy, w, save, save + rows, dx, o->gw, o->gb, rows,
-                                       in);
+        return ops->layernorm_backward(be, x, dy, w, save, save + rows, dx, o->gw, o->gb, rows, in);
     }
     case HP_OP_PLINEAR:
         /* gw [out, in] = dy^T [out, rows] x [rows, in] */

@@ -66,8 +66,8 @@ static void attention_ref(const double *qkv, double *y, int n, int t, int d, int
                 for (int e = 0; e < dh; e++) {
                     double acc = 0.0;
                     for (int j = 0; j <= i; j++)
-                        acc += exp(s[j] - mx) / sum * qkv[(size_t)(b * t + j) * 3 * d + 2 * d +
-                                                          h * dh + e];
+                        acc += exp(s[j] - mx) / sum *
+                               qkv[(size_t)(b * t + j) * 3 * d + 2 * d + h * dh + e];
                     y[(size_t)(b * t + i) * d + h * dh + e] = acc;
                 }
             }
@@ -88,8 +88,8 @@ static void to_double(const float *x, double *y, size_t n)
 /* |a - b| <= atol + rtol |b| */
 static void near(double a, double b, double atol, double rtol, const char *what, size_t i)
 {
-    ck_assert_msg(fabs(a - b) <= atol + rtol * fabs(b), "%s[%zu]: %.9g, reference %.9g", what, i,
-                  a, b);
+    ck_assert_msg(fabs(a - b) <= atol + rtol * fabs(b), "%s[%zu]: %.9g, reference %.9g", what, i, a,
+                  b);
 }
 
 /* ---- ops ---------------------------------------------------------------------------------- */
@@ -225,8 +225,7 @@ END_TEST
 START_TEST(embed_op)
 {
     struct hp_backend *be;
-    float ids[N * T], wte[V * D], wpe[T * D], y[N * T * D], dy[N * T * D], dwte[V * D],
-        dwpe[T * D];
+    float ids[N * T], wte[V * D], wpe[T * D], y[N * T * D], dy[N * T * D], dwte[V * D], dwpe[T * D];
 
     ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
     for (int i = 0; i < N * T; i++)
@@ -487,11 +486,10 @@ START_TEST(memory_matches_runtime)
                     struct hp_net_memory mem, real;
                     struct hp_net *net;
                     ck_assert_int_eq(hp_net_plan_memory(be, m, u0, u1, &cfg, &mem), 0);
-                    ck_assert_msg((double)mem.total ==
-                                      hp_cost_net_memory(&c, u0, u1, nslots, ig, rc),
-                                  "%s [%d, %d) batch %d: runtime %zu, planner %.0f", m->name, u0,
-                                  u1, batches[bi], mem.total,
-                                  hp_cost_net_memory(&c, u0, u1, nslots, ig, rc));
+                    ck_assert_msg(
+                        (double)mem.total == hp_cost_net_memory(&c, u0, u1, nslots, ig, rc),
+                        "%s [%d, %d) batch %d: runtime %zu, planner %.0f", m->name, u0, u1,
+                        batches[bi], mem.total, hp_cost_net_memory(&c, u0, u1, nslots, ig, rc));
                     if (batches[bi] <= 3) {
                         ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
                         hp_net_memory(net, &real);
@@ -557,8 +555,7 @@ struct bad {
 
 static const struct bad bad_models[] = {
     {"[model]\ninput = 8x1x1\nclasses = 16\n" EMB HD, {"[e]", "needs [model] dataset = text"}},
-    {"[model]\ndataset = text\ninput = 1x1x8\nclasses = 16\n" EMB HD,
-     {"key 'input'", "Tx1x1"}},
+    {"[model]\ndataset = text\ninput = 1x1x8\nclasses = 16\n" EMB HD, {"key 'input'", "Tx1x1"}},
     {TEXT "[b]\ntype = block\nheads = 2\n" HD, {"[b]", "a text model starts with an embed"}},
     {TEXT EMB "[e2]\ntype = embed\nwidth = 8\n" HD, {"[e2]", "embed must be the first unit"}},
     {TEXT "[e]\ntype = embed\nwidth = 8\nrepeat = 2\n" HD, {"key 'repeat'", "repeat = 1"}},
