@@ -988,11 +988,18 @@ static int cpu_attention_backward(struct hp_backend *be, const struct hp_attn_de
 #define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
+/* tanh(u) = 1 - 2 / (exp(2u) + 1): libm's tanhf is several times slower than its expf, and
+ * this is as exact in float (an absolute error below 1e-7; +-1 at the extremes). */
+static inline float fast_tanh(float u)
+{
+    return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
+}
+
 static int cpu_gelu_forward(struct hp_backend *be, const float *x, float *y, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         const float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(GELU_S * (v + GELU_C * v * v * v)));
+        y[i] = 0.5f * v * (1.0f + fast_tanh(GELU_S * (v + GELU_C * v * v * v)));
     }
     return 0;
 }
@@ -1001,7 +1008,7 @@ static int cpu_gelu_backward(struct hp_backend *be, const float *x, const float 
                              size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        const float v = x[i], t = tanhf(GELU_S * (v + GELU_C * v * v * v));
+        const float v = x[i], t = fast_tanh(GELU_S * (v + GELU_C * v * v * v));
         const float dt = GELU_S * (1.0f + 3.0f * GELU_C * v * v) * (1.0f - t * t);
         dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
     }
