@@ -167,16 +167,17 @@ UNIT_TESTS := $(BUILD)/tests/unit_tests
 GPU_CHECK  := $(BUILD)/tests/gpu_check_ops
 BENCH_CPU  := $(BUILD)/tests/bench_train_cpu
 TORCH_REF  := $(BUILD)/tests/torch_ref
+GPT_REF    := $(BUILD)/tests/gpt_ref
 BENCH_PLANS := $(BUILD)/tests/bench_plans
 BOOT_CHECK := $(BUILD)/tests/boot_check
 
 ALL_OBJS := $(LIB_OBJS) $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/runtime/rank.o $(UNIT_SRCS:%.c=$(BUILD)/%.o) \
             $(BUILD)/tests/gpu/check_ops.o $(BUILD)/tests/bench/train_cpu.o \
-            $(BUILD)/tests/bench/torch_ref.o $(BUILD)/tests/bench/plans.o $(BUILD)/tests/slurm/boot_check.o
+            $(BUILD)/tests/bench/torch_ref.o $(BUILD)/tests/bench/gpt_ref.o $(BUILD)/tests/bench/plans.o $(BUILD)/tests/slurm/boot_check.o
 
 .PHONY: all check check-slurm check-long check-san check-all install uninstall format clean features \
         bench gpu-check
-all: features $(HETPIPE) $(HETPIPE_RANK) $(CUDA_MODULE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(BENCH_PLANS) $(BOOT_CHECK)
+all: features $(HETPIPE) $(HETPIPE_RANK) $(CUDA_MODULE) $(UNIT_TESTS) $(GPU_CHECK) $(BENCH_CPU) $(TORCH_REF) $(GPT_REF) $(BENCH_PLANS) $(BOOT_CHECK)
 
 features:
 	@echo "hetpipe: features: cpu backend (OpenBLAS): yes"
@@ -232,6 +233,9 @@ $(BENCH_CPU): $(BUILD)/tests/bench/train_cpu.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
 $(TORCH_REF): $(BUILD)/tests/bench/torch_ref.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
+
+$(GPT_REF): $(BUILD)/tests/bench/gpt_ref.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
 $(BENCH_PLANS): $(BUILD)/tests/bench/plans.o $(ALL_ARCHIVES)

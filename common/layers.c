@@ -9,9 +9,11 @@
 #include <string.h>
 
 static const char *const op_names[HP_OP_NTYPES] = {
-    [HP_OP_CONV] = "conv",       [HP_OP_LINEAR] = "linear",   [HP_OP_BN] = "batchnorm",
-    [HP_OP_RELU] = "relu",       [HP_OP_MAXPOOL] = "maxpool", [HP_OP_AVGPOOL] = "avgpool",
-    [HP_OP_FLATTEN] = "flatten", [HP_OP_DROPOUT] = "dropout", [HP_OP_ADD] = "add",
+    [HP_OP_CONV] = "conv",           [HP_OP_LINEAR] = "linear",       [HP_OP_BN] = "batchnorm",
+    [HP_OP_RELU] = "relu",           [HP_OP_MAXPOOL] = "maxpool",     [HP_OP_AVGPOOL] = "avgpool",
+    [HP_OP_FLATTEN] = "flatten",     [HP_OP_DROPOUT] = "dropout",     [HP_OP_ADD] = "add",
+    [HP_OP_EMBED] = "embed",         [HP_OP_LAYERNORM] = "layernorm", [HP_OP_PLINEAR] = "plinear",
+    [HP_OP_ATTENTION] = "attention", [HP_OP_GELU] = "gelu",
 };
 
 const char *hp_op_name(enum hp_op_type type)
@@ -69,6 +71,73 @@ static int too_big(const struct hp_unit *u, const struct hp_op *op, const char *
              "or a dimension below 1",
              u->name, which, hp_op_name(op->type), s.c, s.h, s.w, HP_MAX_TENSOR);
     return 1;
+}
+
+/* The most positions (T) of a sequence: an attention's workspace of T x T floats stays within
+ * 256 MiB (the cap the planner puts on a workspace, launcher/cost.c). */
+#define SEQ_MAX 8192
+
+/* Shapes and parameters of the sequence ops (layers.h): [T, 1, d] in, [T, 1, d'] out. */
+static int infer_seq(struct hp_unit *u, struct hp_op *op)
+{
+    const struct hp_shape in = op->in_shape;
+    const int T = in.c, d = in.w;
+    struct hp_shape out = in;
+
+    if (in.h != 1 || T > SEQ_MAX) {
+        hp_error("unit '%s': %s needs a sequence [T, 1, d] with T <= %d, not %dx%dx%d", u->name,
+                 hp_op_name(op->type), SEQ_MAX, in.c, in.h, in.w);
+        return -HP_EMODEL;
+    }
+    switch (op->type) {
+    case HP_OP_EMBED:
+        if (d != 1 || op->filters <= 0 || op->vocab <= 0) {
+            hp_error("unit '%s': embed needs token ids [T, 1, 1] (not %dx%dx%d), a width and a "
+                     "vocabulary > 0",
+                     u->name, in.c, in.h, in.w);
+            return -HP_EMODEL;
+        }
+        out.w = op->filters;
+        op->nparams = ((size_t)op->vocab + (size_t)T) * (size_t)op->filters;
+        break;
+    case HP_OP_LAYERNORM:
+        op->nparams = 2 * (size_t)d;
+        break;
+    case HP_OP_PLINEAR:
+        if (op->filters <= 0) {
+            hp_error("unit '%s': plinear needs outputs > 0", u->name);
+            return -HP_EMODEL;
+        }
+        out.w = op->filters;
+        op->nparams = (size_t)op->filters * (size_t)d + (op->bias ? (size_t)op->filters : 0);
+        break;
+    case HP_OP_ATTENTION:
+        if (op->heads <= 0 || d % 3 != 0 || (d / 3) % op->heads != 0) {
+            hp_error("unit '%s': attention needs [T, 1, 3d] with d a multiple of heads (%d), "
+                     "not width %d",
+                     u->name, op->heads, d);
+            return -HP_EMODEL;
+        }
+        if ((double)op->heads * T * T > HP_MAX_TENSOR) {
+            hp_error("unit '%s': attention's %d heads x %d x %d probabilities exceed %d per "
+                     "sample",
+                     u->name, op->heads, T, T, HP_MAX_TENSOR);
+            return -HP_EMODEL;
+        }
+        out.w = d / 3;
+        break;
+    default: /* HP_OP_GELU */
+        break;
+    }
+    if (too_big(u, op, "output", out))
+        return -HP_EMODEL;
+    if (op->nparams > HP_MAX_TENSOR) {
+        hp_error("unit '%s': %s has %zu parameters, more than %d (2^31 - 1)", u->name,
+                 hp_op_name(op->type), op->nparams, HP_MAX_TENSOR);
+        return -HP_EMODEL;
+    }
+    op->out_shape = out;
+    return 0;
 }
 
 static int infer(struct hp_unit *u, struct hp_op *op)
@@ -159,6 +228,12 @@ static int infer(struct hp_unit *u, struct hp_op *op)
     }
     case HP_OP_RELU:
         break;
+    case HP_OP_EMBED:
+    case HP_OP_LAYERNORM:
+    case HP_OP_PLINEAR:
+    case HP_OP_ATTENTION:
+    case HP_OP_GELU:
+        return infer_seq(u, op);
     default:
         hp_error("unit '%s': unknown op type %d", u->name, (int)op->type);
         return -HP_EMODEL;
@@ -180,6 +255,10 @@ double hp_op_macs(const struct hp_op *op)
         return (double)op->in_shape.c * op->kernel * op->kernel * hp_shape_size(op->out_shape);
     if (op->type == HP_OP_LINEAR)
         return (double)hp_shape_size(op->in_shape) * op->filters;
+    if (op->type == HP_OP_PLINEAR)
+        return (double)op->in_shape.c * op->in_shape.w * op->filters;
+    if (op->type == HP_OP_ATTENTION)
+        return 2.0 * op->in_shape.c * op->in_shape.c * op->out_shape.w;
     return 0.0;
 }
 
@@ -191,17 +270,69 @@ int hp_op_param_tensors(const struct hp_op *op, size_t n[2], int decay[2])
         nw = (size_t)op->filters * op->in_shape.c * op->kernel * op->kernel;
     else if (op->type == HP_OP_LINEAR)
         nw = (size_t)op->filters * hp_shape_size(op->in_shape);
+    else if (op->type == HP_OP_PLINEAR)
+        nw = (size_t)op->filters * (size_t)op->in_shape.w;
     else if (op->type == HP_OP_BN)
         nw = (size_t)op->in_shape.c;
+    else if (op->type == HP_OP_LAYERNORM)
+        nw = (size_t)op->in_shape.w;
     if (!op->nparams)
         return 0;
     n[0] = nw ? nw : op->nparams;
-    decay[0] = op->type == HP_OP_CONV || op->type == HP_OP_LINEAR;
+    decay[0] = op->type == HP_OP_CONV || op->type == HP_OP_LINEAR || op->type == HP_OP_PLINEAR;
     if (n[0] >= op->nparams)
         return 1;
     n[1] = op->nparams - n[0];
     decay[1] = 0;
     return 2;
+}
+
+/* Per-sample costs of the sequence ops (T positions, d = the input's width, heads H):
+ *  - embed: T d adds (token + position); backward 2 T d (the scatter-add and the position
+ *    gradient);
+ *  - layer norm: 8 per value forward (mean, variance, normalise, scale and shift), 11
+ *    backward (the parameter gradients, two row sums and the input gradient);
+ *  - plinear: 2 T in out (+ T out for the bias) forward, twice the GEMMs backward;
+ *  - attention: the GEMMs of q k^T and p v, 2 T^2 d MACs (the masked half computed too), and
+ *    5 per probability forward (scale, max, exp, sum, divide); backward 4 T^2 d MACs (the
+ *    gradients of p, v, q and k) and 5 per probability (the softmax's backward, the scale);
+ *    its bytes add the probabilities written (forward) and read (backward);
+ *  - gelu: 8 per value forward (the cubic, tanh, the product), 14 backward. */
+static void seq_cost(const struct hp_op *op, struct hp_unit_cost *c, double *macs, double *fwd,
+                     double *bwd, double *probs)
+{
+    const double T = op->in_shape.c, in = (double)hp_shape_size(op->in_shape),
+                 out = (double)hp_shape_size(op->out_shape);
+
+    switch (op->type) {
+    case HP_OP_EMBED:
+        *fwd = out;
+        *bwd = 2.0 * out;
+        break;
+    case HP_OP_LAYERNORM:
+        *fwd = 8.0 * in;
+        *bwd = 11.0 * in;
+        break;
+    case HP_OP_PLINEAR:
+        *macs = hp_op_macs(op);
+        *fwd = 2.0 * *macs + (op->bias ? out : 0.0);
+        *bwd = 4.0 * *macs + (op->bias ? out : 0.0);
+        break;
+    case HP_OP_ATTENTION: {
+        const size_t ws = (size_t)op->in_shape.c * (size_t)op->in_shape.c * sizeof(float);
+        *macs = hp_op_macs(op);
+        *probs = (double)op->heads * T * T;
+        *fwd = 2.0 * *macs + 5.0 * *probs;
+        *bwd = 4.0 * *macs + 5.0 * *probs;
+        if (ws > c->workspace_bytes)
+            c->workspace_bytes = ws;
+        break;
+    }
+    default: /* HP_OP_GELU */
+        *fwd = 8.0 * out;
+        *bwd = 14.0 * out;
+        break;
+    }
 }
 
 /* Per-sample costs of one op. Forward FLOPs count 2 per multiply-add for conv and linear;
@@ -212,7 +343,7 @@ static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
 {
     const double in = (double)hp_shape_size(op->in_shape),
                  out = (double)hp_shape_size(op->out_shape);
-    double macs = 0.0, fwd = 0.0, bwd = 0.0, fb, bb;
+    double macs = 0.0, fwd = 0.0, bwd = 0.0, fb, bb, probs = 0.0;
 
     switch (op->type) {
     case HP_OP_CONV:
@@ -246,10 +377,17 @@ static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
         fwd = out * op->kernel * op->kernel;
         bwd = fwd;
         break;
+    case HP_OP_EMBED:
+    case HP_OP_LAYERNORM:
+    case HP_OP_PLINEAR:
+    case HP_OP_ATTENTION:
+    case HP_OP_GELU:
+        seq_cost(op, c, &macs, &fwd, &bwd, &probs);
+        break;
     default:
         break;
     }
-    fb = 4.0 * (in + (op->type == HP_OP_ADD ? in : 0.0) + out);
+    fb = 4.0 * (in + (op->type == HP_OP_ADD ? in : 0.0) + out + probs);
     bb = 2.0 * fb;
     c->fwd_macs += macs;
     c->fwd_flops += fwd;
@@ -257,6 +395,8 @@ static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
     c->fwd_bytes += fb;
     c->bwd_bytes += bb;
 }
+
+static size_t seq_saves(const struct hp_op *op);
 
 int hp_unit_finish(struct hp_unit *u)
 {
@@ -285,7 +425,8 @@ int hp_unit_finish(struct hp_unit *u)
         for (int i = 0; i < u->nops; i++) {
             const size_t out = hp_shape_size(u->ops[i].out_shape) * sizeof(float);
             u->cost.saved_bytes += (hp_unit_inplace(u, i) < 0 && !l.transient[i + 1] ? out : 0) +
-                                   (u->ops[i].type == HP_OP_DROPOUT ? out : 0); /* + the mask */
+                                   (u->ops[i].type == HP_OP_DROPOUT ? out : 0) + /* the mask */
+                                   seq_saves(&u->ops[i]);
             if (l.transient[i + 1]) {
                 /* made again before the backward of the op reading it */
                 struct hp_unit_cost again = {0};
@@ -315,6 +456,19 @@ int hp_unit_finish(struct hp_unit *u)
     u->cost.bwd_bytes += 2.0 * (double)u->cost.param_bytes;
     u->cost.state_bytes = soff * sizeof(float);
     u->cost.out_bytes = hp_shape_size(u->out) * sizeof(float);
+    return 0;
+}
+
+/* Bytes per sample a sequence op keeps for its backward besides its output: a layer norm's
+ * mean and 1/std per position, an attention's probabilities per head; 0 for other ops. */
+static size_t seq_saves(const struct hp_op *op)
+{
+    const size_t T = (size_t)op->in_shape.c;
+
+    if (op->type == HP_OP_LAYERNORM)
+        return 2 * T * sizeof(float);
+    if (op->type == HP_OP_ATTENTION)
+        return (size_t)op->heads * T * T * sizeof(float);
     return 0;
 }
 
@@ -457,6 +611,8 @@ void hp_unit_layout(const struct hp_unit *u, int batch, size_t align, struct hp_
             l->extra += bytes[t];
         else if (op->type == HP_OP_BN)
             l->extra += hp_align_up(2 * (size_t)op->in_shape.c * sizeof(float), align);
+        else
+            l->extra += hp_align_up((size_t)batch * seq_saves(op), align);
     }
     l->grads = place_grads(u, bytes, l);
 }
@@ -549,6 +705,63 @@ int hp_unit_build_bottleneck(struct hp_unit *u, int filters, int stride)
     s = shortcut(u, 4 * filters, stride);
     t = s < 0 ? s : add_simple(u, HP_OP_ADD, t, s);
     t = t < 0 ? t : add_simple(u, HP_OP_RELU, t, -1);
+    return t < 0 ? t : hp_unit_finish(u);
+}
+
+static int add_seq(struct hp_unit *u, enum hp_op_type type, int in, int filters, int bias)
+{
+    struct hp_op op = {.type = type, .filters = filters, .bias = bias};
+    return hp_unit_add_op(u, &op, in, -1);
+}
+
+static int add_dropout(struct hp_unit *u, int in, float p)
+{
+    struct hp_op op = {.type = HP_OP_DROPOUT, .p = p};
+    return p > 0.0f ? hp_unit_add_op(u, &op, in, -1) : in;
+}
+
+int hp_unit_build_embed(struct hp_unit *u, int vocab, int width, float p)
+{
+    struct hp_op op = {.type = HP_OP_EMBED, .filters = width, .vocab = vocab};
+    int t = hp_unit_add_op(u, &op, 0, -1);
+    t = t < 0 ? t : add_dropout(u, t, p);
+    return t < 0 ? t : hp_unit_finish(u);
+}
+
+int hp_unit_build_block(struct hp_unit *u, int heads, float p)
+{
+    const int d = u->in.w;
+    struct hp_op att = {.type = HP_OP_ATTENTION, .heads = heads};
+    int t, r;
+
+    if (heads <= 0 || d <= 0 || d % heads != 0 || d > HP_MAX_TENSOR / 4) {
+        hp_error("unit '%s': a block's width %d must be a multiple of its heads (%d)", u->name, d,
+                 heads);
+        return -HP_EMODEL;
+    }
+    t = add_seq(u, HP_OP_LAYERNORM, 0, 0, 0);
+    t = t < 0 ? t : add_seq(u, HP_OP_PLINEAR, t, 3 * d, 1);
+    t = t < 0 ? t : hp_unit_add_op(u, &att, t, -1);
+    t = t < 0 ? t : add_seq(u, HP_OP_PLINEAR, t, d, 1);
+    t = t < 0 ? t : add_dropout(u, t, p);
+    r = t < 0 ? t : add_simple(u, HP_OP_ADD, t, 0);
+    t = r < 0 ? r : add_seq(u, HP_OP_LAYERNORM, r, 0, 0);
+    t = t < 0 ? t : add_seq(u, HP_OP_PLINEAR, t, 4 * d, 1);
+    t = t < 0 ? t : add_seq(u, HP_OP_GELU, t, 0, 0);
+    t = t < 0 ? t : add_seq(u, HP_OP_PLINEAR, t, d, 1);
+    t = t < 0 ? t : add_dropout(u, t, p);
+    t = t < 0 ? t : add_simple(u, HP_OP_ADD, t, r);
+    return t < 0 ? t : hp_unit_finish(u);
+}
+
+int hp_unit_build_head(struct hp_unit *u, int vocab, int tie_unit)
+{
+    struct hp_op op = {.type = HP_OP_PLINEAR,
+                       .filters = vocab,
+                       .tie = tie_unit >= 0,
+                       .tie_unit = tie_unit >= 0 ? tie_unit : 0};
+    int t = add_seq(u, HP_OP_LAYERNORM, 0, 0, 0);
+    t = t < 0 ? t : hp_unit_add_op(u, &op, t, -1);
     return t < 0 ? t : hp_unit_finish(u);
 }
 

@@ -7,6 +7,13 @@
  * last op's output is the unit's output. Shapes are per sample, [c, h, w]; a flat vector of
  * n values is [n, 1, 1].
  *
+ * Sequences (the GPT ops, from HP_OP_EMBED on): a sequence of T positions, each a vector of
+ * d features, is the shape [T, 1, d], so that a minibatch is [batch x T, d] rows of d floats,
+ * row-major ([B][T][d], PyTorch's layout): an op applied per position is one GEMM
+ * over batch x T rows. Token ids enter as floats, one per position: [T, 1, 1] (exact as
+ * floats up to 2^24). The logits of a vocabulary of V tokens are [T, 1, V], and the loss is
+ * the softmax cross-entropy of every position against its own label (hp_net_loss_tokens).
+ *
  * Nothing here touches a device: this is the description that the model loader builds, the
  * planner costs and hp_net (net.h) instantiates.
  */
@@ -49,6 +56,17 @@ enum hp_op_type {
     HP_OP_FLATTEN, /* [c,h,w] -> [chw,1,1] (a copy) */
     HP_OP_DROPOUT, /* p */
     HP_OP_ADD,     /* in[0] + in[1], same shapes */
+    /* sequence ops, on [T, 1, d] (see above) */
+    HP_OP_EMBED,     /* filters = d, vocab: token ids [T,1,1] -> [T,1,d]: token embedding
+                        [vocab, d] (the weights) + learned position embedding [T, d] (the
+                        "bias"); no input gradient */
+    HP_OP_LAYERNORM, /* over the d features of each position, eps 1e-5; gamma, beta [d] */
+    HP_OP_PLINEAR,   /* linear per position: filters = outputs, bias: [T,1,in] -> [T,1,out],
+                        weights [out, in] (PyTorch's nn.Linear) */
+    HP_OP_ATTENTION, /* causal multi-head self-attention core, heads: [T,1,3d] (q | k | v, each
+                        head's dh = d / heads columns in turn) -> [T,1,d]; softmax(q k^T /
+                        sqrt(dh)) over keys <= the query's position, times v */
+    HP_OP_GELU,      /* elementwise, the tanh form (GPT-2's, PyTorch's approximate='tanh') */
     HP_OP_NTYPES
 };
 
@@ -58,6 +76,12 @@ struct hp_op {
     int out;   /* unit-local tensor id = index of this op + 1 */
     int filters, kernel, stride, pad, bias;
     float p;
+    int heads; /* HP_OP_ATTENTION */
+    int vocab; /* HP_OP_EMBED: tokens */
+    int tie;   /* HP_OP_PLINEAR of a head with tie = true: its weights are tied to the token
+                  matrix of the embed unit of model index tie_unit (the same values at
+                  initialisation; the gradients are to be summed, model.h) */
+    int tie_unit;
     struct hp_shape in_shape, out_shape;
     size_t param_off; /* floats into the unit's parameter block: weights, then bias / gamma, beta */
     size_t nparams;   /* trainable floats */
@@ -79,7 +103,8 @@ struct hp_unit_cost {
                                that own memory (see hp_unit_inplace) and dropout masks */
     size_t grad_bytes;      /* the unit's inner activation gradients live at once (its input's
                                and output's excluded), as hp_unit_layout places them */
-    size_t workspace_bytes; /* largest per-sample scratch of one op (CPU im2col) */
+    size_t workspace_bytes; /* largest per-sample scratch of one op (CPU im2col; an
+                               attention's T x T probability gradient) */
     size_t scratch_bytes;   /* largest tensor whose gradient backward builds in a scratch
                                buffer: one read by two ops (the second contribution is
                                computed there, then added), or the unit's input read by a
@@ -122,16 +147,35 @@ int hp_unit_build_basic(struct hp_unit *u, int filters, int stride);
 int hp_unit_build_bottleneck(struct hp_unit *u, int filters, int stride);
 
 /* The trainable tensors of an op, in the order of its parameter block (param_off): a
- * convolution's or linear layer's weights then its bias (if any), a batch norm's gamma then
- * beta. Writes their sizes in floats into n[] and into decay[] whether AdamW's decoupled
- * weight decay applies to each: to the weight matrices of convolutions and linear layers only,
+ * convolution's, linear or per-position linear layer's weights then its bias (if any), a
+ * batch or layer norm's gamma then beta, an embedding's token then position matrices (one
+ * tensor). Writes their sizes in floats into n[] and into decay[] whether AdamW's decoupled
+ * weight decay applies to each: to the weight matrices of convolutions and (per-position)
+ * linear layers only,
  * never to biases, norm parameters or embeddings (GPT-2's and PyTorch practice). Every other
  * op type, and a new one unless it is listed here, has no decay. Returns how many tensors
  * (0, 1 or 2); their sizes add up to op->nparams. SGD ignores the flags (it decays every
  * parameter, as it always has). */
 int hp_op_param_tensors(const struct hp_op *op, size_t n[2], int decay[2]);
 
-/* Multiply-adds of one op per sample: conv and linear only (0 for the other types). */
+
+/* The GPT units, on sequences [T, 1, d] (see above); dropout p in [0, 1), its ops left out
+ * when p = 0.
+ *  - embed: token ids [T,1,1] -> embedding (vocab x width) + position (T x width), then
+ *    dropout: [T,1,width];
+ *  - block: GPT-2's pre-norm block, [T,1,d] -> [T,1,d], d a multiple of heads:
+ *      t1 = ln1(x); t2 = plinear 3d (bias)(t1); t3 = attention(t2); t4 = plinear d (bias)(t3);
+ *      [dropout]; t6 = x + t5; t7 = ln2(t6); t8 = plinear 4d (bias)(t7); t9 = gelu(t8);
+ *      t10 = plinear d (bias)(t9); [dropout]; out = t6 + t11
+ *  - head: ln_f, then plinear vocab (no bias): [T,1,d] -> logits [T,1,vocab]; tie_unit >= 0
+ *    marks the weights as tied to that embed unit's token matrix (tie = 1), else -1. */
+int hp_unit_build_embed(struct hp_unit *u, int vocab, int width, float p);
+int hp_unit_build_block(struct hp_unit *u, int heads, float p);
+int hp_unit_build_head(struct hp_unit *u, int vocab, int tie_unit);
+
+/* Multiply-adds of one op per sample: conv, linear, plinear (T in x out) and attention
+ * (2 T^2 d: q k^T and p v over all heads, the masked half included: the GEMMs compute it);
+ * 0 for the other types. */
 double hp_op_macs(const struct hp_op *op);
 
 /* Shape of tensor `t` of a finished unit. */
@@ -161,7 +205,9 @@ int hp_unit_transient(const struct hp_unit *u, int i);
  *  - activations (one minibatch): the outputs of ops that are not in place and not
  *    transient, in op order; an in-place op's output has the offset of the tensor it
  *    overwrites; transient tensors go to one buffer of the net's, as large as the largest;
- *  - extra (one minibatch): dropout masks [batch x size] and batch norm saves [2 x channels];
+ *  - extra (one minibatch): dropout masks [batch x size], batch norm saves [2 x channels],
+ *    layer norm saves [batch x T x 2] (mean, 1/std per position) and attention
+ *    probabilities [batch x heads x T x T] (what their backward reads);
  *  - gradients: of the inner tensors (1 .. nops - 1; the input's and the output's are the
  *    net's, hp_grad_place). An in-place op's input gradient shares its output gradient's
  *    buffer (backward runs in place too), so a chain of in-place ops shares one buffer, the

@@ -28,12 +28,15 @@ enum unit_type {
     T_DROPOUT,
     T_BASIC,
     T_BOTTLENECK,
+    T_EMBED,
+    T_BLOCK,
+    T_HEAD,
     T_NTYPES
 };
 
-static const char *const type_words[] = {"conv",    "linear",    "maxpool",    "avgpool",
-                                         "gap",     "batchnorm", "relu",       "flatten",
-                                         "dropout", "basic",     "bottleneck", NULL};
+static const char *const type_words[] = {"conv",       "linear", "maxpool", "avgpool", "gap",
+                                         "batchnorm",  "relu",   "flatten", "dropout", "basic",
+                                         "bottleneck", "embed",  "block",   "head",    NULL};
 
 /* The keys each unit type accepts (besides type and repeat). */
 static const char *const keys_conv[] = {"type", "repeat", "filters", "kernel", "stride",
@@ -43,16 +46,26 @@ static const char *const keys_pool[] = {"type", "repeat", "kernel", "stride", "p
 static const char *const keys_none[] = {"type", "repeat", NULL};
 static const char *const keys_dropout[] = {"type", "repeat", "p", NULL};
 static const char *const keys_block[] = {"type", "repeat", "filters", "stride", NULL};
+static const char *const keys_embed[] = {"type", "repeat", "width", "dropout", NULL};
+static const char *const keys_gpt_block[] = {"type", "repeat", "heads", "dropout", NULL};
+static const char *const keys_head[] = {"type", "repeat", "tie", NULL};
 static const char *const keys_model[] = {"name", "dataset", "input", "classes", NULL};
 
 static const char *const *const type_keys[T_NTYPES] = {
-    [T_CONV] = keys_conv,    [T_LINEAR] = keys_linear,    [T_MAXPOOL] = keys_pool,
-    [T_AVGPOOL] = keys_pool, [T_GAP] = keys_none,         [T_BN] = keys_none,
-    [T_RELU] = keys_none,    [T_FLATTEN] = keys_none,     [T_DROPOUT] = keys_dropout,
-    [T_BASIC] = keys_block,  [T_BOTTLENECK] = keys_block,
+    [T_CONV] = keys_conv,       [T_LINEAR] = keys_linear,    [T_MAXPOOL] = keys_pool,
+    [T_AVGPOOL] = keys_pool,    [T_GAP] = keys_none,         [T_BN] = keys_none,
+    [T_RELU] = keys_none,       [T_FLATTEN] = keys_none,     [T_DROPOUT] = keys_dropout,
+    [T_BASIC] = keys_block,     [T_BOTTLENECK] = keys_block, [T_EMBED] = keys_embed,
+    [T_BLOCK] = keys_gpt_block, [T_HEAD] = keys_head,
 };
 
-static const char *const dataset_words[] = {"fashion-mnist", "imagenet", "none", NULL};
+static const char *const dataset_words[] = {"fashion-mnist", "imagenet", "none", "text", NULL};
+
+/* Whether a unit type is one of the sequence units (model.h). */
+static int seq_type(int t)
+{
+    return t == T_EMBED || t == T_BLOCK || t == T_HEAD;
+}
 
 void hp_model_destroy(struct hp_model *m)
 {
@@ -95,8 +108,39 @@ static int get_int(const struct hp_ini *ini, const char *sec, const char *key, i
 }
 
 /* Build one unit of type t from section `sec`; `first` is 0 for the 2nd..Nth repetition. */
+/* Build a sequence unit (model.h) of type t from section `sec` of the model m so far. */
+static int build_seq_unit(const struct hp_ini *ini, const char *sec, enum unit_type t,
+                          const struct hp_model *m, struct hp_unit *u)
+{
+    long width = 0, heads = 0;
+    double p = 0.0;
+    int tie = 0;
+
+    switch (t) {
+    case T_EMBED:
+        if (get_int(ini, sec, "width", 1, 0, 1, &width) ||
+            hp_ini_get_double(ini, sec, "dropout", 0, 0.0, 0.0, 0.95, &p))
+            return -HP_EMODEL;
+        return hp_unit_build_embed(u, m->classes, (int)width, (float)p);
+    case T_BLOCK:
+        if (get_int(ini, sec, "heads", 1, 0, 1, &heads) ||
+            hp_ini_get_double(ini, sec, "dropout", 0, 0.0, 0.0, 0.95, &p))
+            return -HP_EMODEL;
+        return hp_unit_build_block(u, (int)heads, (float)p);
+    default: /* T_HEAD */
+        if (hp_ini_get_bool(ini, sec, "tie", 0, 0, &tie))
+            return -HP_EMODEL;
+        if (tie && u->in.w != m->units[0].out.w) {
+            hp_error("%s: [%s]: key 'tie': the head's width %d is not the embedding's %d",
+                     hp_ini_path(ini), sec, u->in.w, m->units[0].out.w);
+            return -HP_EMODEL;
+        }
+        return hp_unit_build_head(u, m->classes, tie ? 0 : -1);
+    }
+}
+
 static int build_unit(const struct hp_ini *ini, const char *sec, enum unit_type t, int first,
-                      struct hp_unit *u)
+                      const struct hp_model *m, struct hp_unit *u)
 {
     long filters = 0, kernel = 0, stride = 1, pad = 0, outputs = 0;
     int bias = 1, bn = 0, relu = 0, rc = 0;
@@ -158,11 +202,56 @@ static int build_unit(const struct hp_ini *ini, const char *sec, enum unit_type 
         if (t == T_BASIC)
             return hp_unit_build_basic(u, (int)filters, first ? (int)stride : 1);
         return hp_unit_build_bottleneck(u, (int)filters, first ? (int)stride : 1);
+    case T_EMBED:
+    case T_BLOCK:
+    case T_HEAD:
+        return build_seq_unit(ini, sec, t, m, u);
     default:
         return -HP_EMODEL;
     }
     rc = hp_unit_add_op(u, &op, 0, -1);
     return rc < 0 ? rc : hp_unit_finish(u);
+}
+
+/* Where a sequence unit may stand (model.h): in a text model, embed first and once, head once;
+ * and a text model's units are all sequence units. */
+static int check_seq_unit(const struct hp_ini *ini, const char *sec, int t, long repeat,
+                          const struct hp_model *m)
+{
+    const char *path = hp_ini_path(ini);
+
+    if (seq_type(t) != (m->positions > 0)) {
+        hp_error("%s: [%s]: key 'type': '%s' %s", path, sec, type_words[t],
+                 m->positions ? "is not a unit of a text model (dataset = text takes embed, block "
+                                "and head)"
+                              : "needs [model] dataset = text (and input = Tx1x1)");
+        return -HP_EMODEL;
+    }
+    if (!m->positions)
+        return 0;
+    if ((t == T_EMBED) != (m->nunits == 0)) {
+        hp_error("%s: [%s]: key 'type': %s", path, sec,
+                 t == T_EMBED ? "embed must be the first unit (it reads the token ids)"
+                              : "a text model starts with an embed unit");
+        return -HP_EMODEL;
+    }
+    if ((t == T_EMBED || t == T_HEAD) && repeat != 1) {
+        hp_error("%s: [%s]: key 'repeat': %s takes repeat = 1 only", path, sec, type_words[t]);
+        return -HP_EMODEL;
+    }
+    return 0;
+}
+
+/* A text model ends in a head: logits [T, 1, classes]. */
+static int check_seq_model(const char *path, const struct hp_model *m, struct hp_shape cur)
+{
+    if (strcmp(m->units[m->nunits - 1].kind, "head") != 0 || cur.c != m->positions || cur.h != 1 ||
+        cur.w != m->classes) {
+        hp_error("%s: a text model ends with a head unit (logits %dx1x%d), not '%s' (%dx%dx%d)",
+                 path, m->positions, m->classes, m->units[m->nunits - 1].name, cur.c, cur.h, cur.w);
+        return -HP_EMODEL;
+    }
+    return 0;
 }
 
 static int load_units(const struct hp_ini *ini, struct hp_model *m)
@@ -188,6 +277,8 @@ static int load_units(const struct hp_ini *ini, struct hp_model *m)
             hp_ini_check_keys(ini, sec, type_keys[t]) ||
             hp_ini_get_long(ini, sec, "repeat", 0, 1, 1, MAX_UNITS, &repeat))
             return -HP_EMODEL;
+        if (check_seq_unit(ini, sec, t, repeat, m))
+            return -HP_EMODEL;
         if (m->nunits + repeat > MAX_UNITS) {
             hp_error("%s: more than %d units", path, MAX_UNITS);
             return -HP_EMODEL;
@@ -201,12 +292,15 @@ static int load_units(const struct hp_ini *ini, struct hp_model *m)
             else
                 snprintf(name, sizeof(name), "%s", sec);
             hp_unit_init(u, name, type_words[t], cur);
-            rc = build_unit(ini, sec, (enum unit_type)t, r == 0, u);
+            rc = build_unit(ini, sec, (enum unit_type)t, r == 0, m, u);
             if (rc) {
                 hp_error("%s: [%s]: invalid unit (input %dx%dx%d)", path, sec, cur.c, cur.h, cur.w);
                 return -HP_EMODEL;
             }
             cur = u->out;
+            for (int i = 0; i < u->nops; i++)
+                if (u->ops[i].tie)
+                    m->ntied += (size_t)u->ops[i].filters * u->ops[i].in_shape.w;
             m->nparams += u->nparams;
             m->nstate += u->nstate;
             m->nunits++;
@@ -216,6 +310,8 @@ static int load_units(const struct hp_ini *ini, struct hp_model *m)
         hp_error("%s: the model has no units", path);
         return -HP_EMODEL;
     }
+    if (m->positions)
+        return check_seq_model(path, m, cur);
     if (hp_shape_size(cur) != (size_t)m->classes) {
         hp_error("%s: the last unit outputs %dx%dx%d values, but [model] classes = %d", path, cur.c,
                  cur.h, cur.w, m->classes);
@@ -272,6 +368,15 @@ int hp_model_load(const char *name_or_path, struct hp_model **out)
         goto err_model;
     m->classes = (int)classes;
     snprintf(m->dataset, sizeof(m->dataset), "%s", dataset_words[ds]);
+    if (strcmp(m->dataset, "text") == 0) {
+        if (m->input.h != 1 || m->input.w != 1) {
+            hp_error("%s: [model]: key 'input': a text model's input is Tx1x1 (T token ids, the "
+                     "context), not %dx%dx%d",
+                     path, m->input.c, m->input.h, m->input.w);
+            goto err_model;
+        }
+        m->positions = m->input.c;
+    }
     if (hp_ini_get_str(ini, "model", "name", 0, NULL, &v))
         goto err_model;
     if (!v) {

@@ -4,16 +4,28 @@
  *
  *   [model]
  *   name    = cnn                   ; defaults to the file's base name
- *   dataset = fashion-mnist         ; fashion-mnist | imagenet | none
+ *   dataset = fashion-mnist         ; fashion-mnist | imagenet | none | text
  *   input   = 1x28x28               ; channels x height x width
  *   classes = 10                    ; the last unit must output this many values
  *
  *   [conv1]                         ; one section per unit, in order; the name is the unit's
  *   type = conv                     ; conv | linear | maxpool | avgpool | gap | batchnorm |
- *                                   ; relu | flatten | dropout | basic | bottleneck
+ *                                   ; relu | flatten | dropout | basic | bottleneck |
+ *                                   ; embed | block | head (text models, below)
  *   ...                             ; the type's keys (see hp_model_help / README)
  *   repeat = 1                      ; the unit N times (names get .1 .. .N; only the first
  *                                   ; keeps stride, so a stage of residual blocks is one section)
+ *
+ * Sequence models (GPT, layers.h's [T, 1, d] layout): `dataset = text`, `input = Tx1x1` (the
+ * context: T token ids per sample), `classes = V` (the vocabulary); the units
+ *   type = embed   width = d, dropout = 0      ; first: token + position embedding
+ *   type = block   heads = H, dropout = 0      ; GPT-2's pre-norm block; repeat = N
+ *   type = head    tie = false                 ; last: layer norm + projection to V logits
+ * and the last unit outputs [T, 1, V]: a label per position (hp_net_loss_tokens). These units
+ * need `dataset = text`, and `dataset = text` needs them (embed first, head last). A head with
+ * tie = true keeps its own copy of the embed's token matrix [V, d] (the same values at
+ * initialisation): a trainer must sum the two gradients every step (between the stages that
+ * hold them) so that the copies stay equal; hp_model.ntied counts the copy.
  */
 #ifndef HP_MODEL_H
 #define HP_MODEL_H
@@ -29,9 +41,17 @@ struct hp_model {
     int classes;
     int nunits;
     struct hp_unit *units; /* owned */
-    size_t nparams;        /* trainable floats over all units */
+    size_t nparams;        /* trainable floats over all units (a tied head's copy included) */
+    size_t ntied;          /* of those, the floats of tied copies (a head's with tie = true) */
     size_t nstate;
+    int positions; /* labels per sample: T for dataset = text, else 1 (0: read as 1) */
 };
+
+/* Labels per sample of model m: a sequence model's T, else 1. */
+static inline int hp_model_positions(const struct hp_model *m)
+{
+    return m->positions > 0 ? m->positions : 1;
+}
 
 /* Load a model from a file path, or by name from the model directories (see
  * hp_model_resolve). On success *out is new (hp_model_destroy) and 0 is returned; on error

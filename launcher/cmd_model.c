@@ -49,6 +49,9 @@ int hp_cmd_model(int argc, char **argv)
     printf("model %s: %d units, input %dx%dx%d, %d classes, data set %s\n", m->name, m->nunits,
            m->input.c, m->input.h, m->input.w, m->classes, m->dataset);
     printf("parameters: %zu (%.2f M)\n", m->nparams, (double)m->nparams / 1e6);
+    if (m->ntied)
+        printf("parameters without the head's tied copy of the token matrix: %zu (%.2f M)\n",
+               m->nparams - m->ntied, (double)(m->nparams - m->ntied) / 1e6);
     if (t.fwd_macs >= 1e9)
         printf("forward multiply-adds per sample: %.0f (%.2f G)\n", t.fwd_macs, t.fwd_macs / 1e9);
     else

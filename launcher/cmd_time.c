@@ -42,7 +42,9 @@ static int bench_setup(const struct hp_options *o, struct bench *b)
         return rc;
     const size_t in = (size_t)o->batch * hp_shape_size(b->m->input);
     himg = malloc(in * sizeof(float));
-    b->hlab = malloc((size_t)o->batch * sizeof(int32_t));
+    const int text = b->m->positions > 0; /* token ids in, a label per position */
+    const size_t nlab = (size_t)o->batch * hp_model_positions(b->m);
+    b->hlab = malloc(nlab * sizeof(int32_t));
     b->unit_fwd = calloc((size_t)b->m->nunits, sizeof(double));
     b->unit_bwd = calloc((size_t)b->m->nunits, sizeof(double));
     if (!himg || !b->hlab || !b->unit_fwd || !b->unit_bwd) {
@@ -50,8 +52,9 @@ static int bench_setup(const struct hp_options *o, struct bench *b)
         return -HP_ENOMEM;
     }
     for (size_t i = 0; i < in; i++)
-        himg[i] = 2.0f * hp_rng_uniform(7, i) - 1.0f;
-    for (long i = 0; i < o->batch; i++)
+        himg[i] = text ? (float)(hp_rng_u64(7, i) % (uint64_t)b->m->classes)
+                       : 2.0f * hp_rng_uniform(7, i) - 1.0f;
+    for (size_t i = 0; i < nlab; i++)
         b->hlab[i] = (int32_t)(hp_rng_u64(8, (uint64_t)i) % (uint64_t)b->m->classes);
     rc = b->be->ops->upload(b->be, hp_net_input(b->net, 0), himg, in * sizeof(float));
     free(himg);
@@ -89,7 +92,8 @@ static int run_steps(const struct hp_options *o, struct bench *b, struct hp_net_
         }
         rc = hp_net_forward(b->net, 0, 1, (uint64_t)s);
         if (!rc)
-            rc = hp_net_loss(b->net, 0, b->hlab, (int)o->batch, 1, &l, &cc);
+            rc = b->m->positions ? hp_net_loss_tokens(b->net, 0, b->hlab, (int)o->batch, 1, &l, &cc)
+                                 : hp_net_loss(b->net, 0, b->hlab, (int)o->batch, 1, &l, &cc);
         if (!rc)
             rc = hp_net_backward(b->net, 0);
         if (!rc)
@@ -117,12 +121,14 @@ static void print_profile(const struct hp_options *o, const struct bench *b,
         printf("%-10s %10.3f %10.3f %10.2f\n", hp_op_name((enum hp_op_type)t),
                1e3 * prof->fwd_s[t] / steps, 1e3 * prof->bwd_s[t] / steps,
                f > 0 ? f / s / 1e9 : 0.0);
-        if (t == HP_OP_CONV || t == HP_OP_LINEAR) {
+        if (t == HP_OP_CONV || t == HP_OP_LINEAR || t == HP_OP_PLINEAR || t == HP_OP_ATTENTION) {
             gemm_s += s;
             gemm_f += f;
         }
     }
-    printf("conv+linear: %.2f GFLOP/s, %.1f%% of op time\n", gemm_f / gemm_s / 1e9,
+    /* a text model's GEMMs are its plinear and attention ops */
+    printf("%s: %.2f GFLOP/s, %.1f%% of op time\n",
+           b->m->positions ? "plinear+attention" : "conv+linear", gemm_f / gemm_s / 1e9,
            100.0 * gemm_s / all);
     printf("%-14s %10s %10s %12s\n", "unit", "fwd ms", "bwd ms", "fwd+bwd GF/s");
     for (int u = 0; u < b->m->nunits; u++) {

@@ -321,7 +321,8 @@ static double fixed(const struct hp_cost *c, int u0, int v)
            + aligned(ws > 268435456.0 ? 268435456.0 : ws) /* workspace */
            + aligned(tb * c->batch)                       /* scratch */
            + table_max(c->max_temp, n, u0, v)             /* transient tensors */
-           + aligned(c->batch * sizeof(int32_t));         /* labels */
+           + aligned((double)c->batch * hp_model_positions(c->model) *
+                     sizeof(int32_t)); /* labels, one per position of a text model */
 }
 
 /* The activation gradient region of [u0, v] in HP_ALIGN units: column v's last entry that

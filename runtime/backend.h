@@ -67,6 +67,14 @@ struct hp_adamw_desc {
     long step;
 };
 
+/* Causal multi-head self-attention over n sequences of T positions (layers.h's
+ * HP_OP_ATTENTION): qkv [n, T, 3d] holds each position's query, key and value, head h's in
+ * columns h dh .. (h + 1) dh - 1 of each third (dh = d / heads); y [n, T, d], head h's in
+ * the same columns. p = softmax(q k^T / sqrt(dh)) over keys j <= i (0 for j > i), y = p v. */
+struct hp_attn_desc {
+    int n, T, d, heads;
+};
+
 struct hp_backend;
 struct hp_conv; /* a backend's per-layer convolution state (descriptors, chosen algorithms) */
 
@@ -176,6 +184,42 @@ struct hp_backend_ops {
      * device's used memory (cudaMemGetInfo: total - free, every process on it) in both, as a
      * device has no peak counter. 0 or a negative code (logged). */
     int (*memory_used)(struct hp_backend *be, size_t *now, size_t *peak);
+
+    /* The sequence ops (layers.h: rows of d floats, one per position, n x T of them). A
+     * backend without them leaves them NULL: nets with sequence ops then refuse it. */
+
+    /* Token and position embedding: y[b, t] = wte[ids[b, t]] + wpe[t], ids [n, T] (token ids
+     * as floats, each an integer in [0, vocab), else -HP_EINVAL, logged), wte [vocab, d],
+     * wpe [T, d], y [n, T, d]. Backward: dwte = the rows of dy scatter-added by token, dwpe =
+     * dy summed over the n sequences (both overwritten). */
+    int (*embed_forward)(struct hp_backend *be, const float *ids, const float *wte,
+                         const float *wpe, float *y, int n, int T, int d, int vocab);
+    int (*embed_backward)(struct hp_backend *be, const float *ids, const float *dy, float *dwte,
+                          float *dwpe, int n, int T, int d, int vocab);
+
+    /* Layer norm of each of `rows` rows of d floats: y = gamma (x - mean) rstd + beta, rstd =
+     * 1 / sqrt(var + eps) (the biased variance, as PyTorch); mean and rstd [rows] are written
+     * for backward. Backward: dx (optional, NULL), dgamma and dbeta [d] (overwritten). */
+    int (*layernorm_forward)(struct hp_backend *be, const float *x, const float *gamma,
+                             const float *beta, float *y, float *mean, float *rstd, int rows, int d,
+                             float eps);
+    int (*layernorm_backward)(struct hp_backend *be, const float *x, const float *dy,
+                              const float *gamma, const float *mean, const float *rstd, float *dx,
+                              float *dgamma, float *dbeta, int rows, int d);
+
+    /* Attention (hp_attn_desc): probs [n, heads, T, T] written by forward (0 above the
+     * diagonal), read by backward, which writes dqkv [n, T, 3d] from dy [n, T, d]; ws: a
+     * workspace of T x T floats. */
+    int (*attention_forward)(struct hp_backend *be, const struct hp_attn_desc *d, const float *qkv,
+                             float *y, float *probs);
+    int (*attention_backward)(struct hp_backend *be, const struct hp_attn_desc *d, const float *qkv,
+                              const float *probs, const float *dy, float *dqkv, float *ws);
+
+    /* GELU, tanh form: y = x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2; backward from
+     * the input x: dx = dy y'(x). y may equal x; dx may equal dy. */
+    int (*gelu_forward)(struct hp_backend *be, const float *x, float *y, size_t n);
+    int (*gelu_backward)(struct hp_backend *be, const float *x, const float *dy, float *dx,
+                         size_t n);
 };
 
 struct hp_backend {

@@ -50,6 +50,7 @@ struct net_op {
         struct hp_conv_desc conv;
         struct hp_pool_desc pool;
         struct hp_bn_desc bn;
+        struct hp_attn_desc attn;
     } d;
 };
 
@@ -154,6 +155,35 @@ static int build_graph(struct hp_net *net)
     return 0;
 }
 
+/* Whether the backend has the ops of a sequence op type (backend.h: NULL when it has not). */
+static int seq_supported(const struct hp_backend *be, enum hp_op_type type)
+{
+    const struct hp_backend_ops *o = be->ops;
+    int ok = 1;
+
+    switch (type) {
+    case HP_OP_EMBED:
+        ok = o->embed_forward && o->embed_backward;
+        break;
+    case HP_OP_LAYERNORM:
+        ok = o->layernorm_forward && o->layernorm_backward;
+        break;
+    case HP_OP_ATTENTION:
+        ok = o->attention_forward && o->attention_backward;
+        break;
+    case HP_OP_GELU:
+        ok = o->gelu_forward && o->gelu_backward;
+        break;
+    default:
+        break;
+    }
+    if (ok)
+        return 0;
+    hp_error("net: the %s backend has no %s op (sequence ops run on the CPU backend for now)",
+             be->name, hp_op_name(type));
+    return -HP_EUNSUPPORTED;
+}
+
 /* Fill in the backend descriptors of each op and create the convolutions. */
 static int make_descs(struct hp_net *net, size_t *ws_max)
 {
@@ -186,9 +216,18 @@ static int make_descs(struct hp_net *net, size_t *ws_max)
         case HP_OP_BN:
             o->d.bn = (struct hp_bn_desc){batch, in.c, in.h * in.w, 1e-5f, 0.1f};
             break;
+        case HP_OP_ATTENTION:
+            o->d.attn = (struct hp_attn_desc){batch, in.c, out.w, op->heads};
+            ws = (size_t)in.c * (size_t)in.c * sizeof(float); /* layers.c's workspace_bytes */
+            if (ws > *ws_max)
+                *ws_max = ws;
+            break;
         default:
             break;
         }
+        rc = seq_supported(net->be, op->type);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -377,7 +416,8 @@ static int plan_arena(struct hp_net *net, size_t ws_bytes)
     mem->workspace = hp_align_up(ws_bytes, HP_ALIGN);
     mem->scratch = abytes(scratch);
     mem->other = (size_t)cfg->nslots * net->extra_floats * sizeof(float) +
-                 hp_align_up((size_t)cfg->batch * sizeof(int32_t), HP_ALIGN);
+                 hp_align_up((size_t)cfg->batch * hp_model_positions(net->model) * sizeof(int32_t),
+                             HP_ALIGN);
     mem->total = mem->params + mem->grads + mem->momentum + mem->moment2 + mem->state +
                  mem->activations + mem->act_grads + mem->workspace + mem->scratch + mem->other;
     return 0;
@@ -449,6 +489,12 @@ static void point_params(struct hp_net *net)
             nw = (size_t)op->filters * hp_shape_size(op->in_shape);
         else if (op->type == HP_OP_BN)
             nw = (size_t)op->in_shape.c;
+        else if (op->type == HP_OP_EMBED)
+            nw = (size_t)op->vocab * op->filters; /* the token matrix; then the positions' */
+        else if (op->type == HP_OP_LAYERNORM)
+            nw = (size_t)op->in_shape.w;
+        else if (op->type == HP_OP_PLINEAR)
+            nw = (size_t)op->filters * op->in_shape.w;
         if (op->nparams) {
             o->w = net->params + p;
             o->gw = net->grads + p;
@@ -556,7 +602,7 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
         goto err;
     }
     carve_arena(net);
-    net->labels_host = calloc((size_t)cfg->batch, sizeof(int32_t));
+    net->labels_host = calloc((size_t)cfg->batch * hp_model_positions(model), sizeof(int32_t));
     net->slot_seed = calloc((size_t)cfg->nslots, sizeof(uint64_t));
     if (!net->labels_host || !net->slot_seed) {
         rc = -HP_ENOMEM;
@@ -572,6 +618,33 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
 err:
     hp_net_destroy(net);
     return rc;
+}
+
+/* GPT-2's initialisation, in uniform draws of its standard deviation 0.02 (bound 0.02 sqrt 3):
+ * the token and position embeddings and every plinear's weights; biases and layer norm betas
+ * 0, gammas 1. A tied head's weights are drawn from the stream of its embed unit's first op,
+ * index for index: the same values as the token matrix. s: the op's own stream. */
+static void init_seq(const struct hp_op *op, uint64_t seed, uint64_t s, float *w)
+{
+    const float a = 0.02f * sqrtf(3.0f);
+    size_t n = op->nparams;
+
+    if (op->type == HP_OP_LAYERNORM) {
+        for (int k = 0; k < op->in_shape.w; k++) {
+            w[k] = 1.0f;
+            w[op->in_shape.w + k] = 0.0f;
+        }
+        return;
+    }
+    if (op->type == HP_OP_PLINEAR) {
+        n = (size_t)op->filters * op->in_shape.w;
+        if (op->tie)
+            s = hp_rng_derive(hp_rng_derive(seed, (uint64_t)op->tie_unit), 0);
+    }
+    for (size_t k = 0; k < n; k++)
+        w[k] = (2.0f * hp_rng_uniform(s, k) - 1.0f) * a;
+    for (size_t k = n; k < op->nparams; k++)
+        w[k] = 0.0f;
 }
 
 int hp_net_init_params(struct hp_net *net, uint64_t seed)
@@ -628,6 +701,11 @@ int hp_net_init_params(struct hp_net *net, uint64_t seed)
             }
             break;
         }
+        case HP_OP_EMBED:
+        case HP_OP_LAYERNORM:
+        case HP_OP_PLINEAR:
+            init_seq(op, seed, s, hp + p);
+            break;
         default:
             break;
         }
@@ -776,6 +854,88 @@ static void prof_add(struct hp_net *net, const struct net_op *o, int backward, d
     }
 }
 
+/* Rows of a sequence tensor of the net's minibatch: batch x positions (layers.h). */
+static int seq_rows(const struct hp_net *net, struct hp_shape s)
+{
+    return net->cfg.batch * s.c * s.h;
+}
+
+/* Forward of a sequence op (layers.h) of `slot`: x its input, y its output, w and b its
+ * parameters (weights or gamma; bias, beta or the position embedding). */
+static int forward_seq(struct hp_net *net, int slot, struct net_op *o, const float *x, float *y,
+                       const float *w, const float *b)
+{
+    struct hp_backend *be = net->be;
+    const struct hp_backend_ops *ops = be->ops;
+    const struct hp_op *op = o->op;
+    const int rows = seq_rows(net, op->in_shape), in = op->in_shape.w;
+    int rc;
+
+    switch (op->type) {
+    case HP_OP_EMBED:
+        return ops->embed_forward(be, x, w, b, y, net->cfg.batch, op->in_shape.c, op->filters,
+                                  op->vocab);
+    case HP_OP_LAYERNORM: {
+        float *save = extra(net, slot, o); /* mean [rows], then rstd [rows] */
+        return ops->layernorm_forward(be, x, w, b, y, save, save + rows, rows, in, 1e-5f);
+    }
+    case HP_OP_PLINEAR:
+        /* y [rows, out] = x [rows, in] w^T, w [out, in] */
+        rc = ops->gemm(be, 0, 1, rows, op->filters, in, 1.0f, x, in, w, in, 0.0f, y, op->filters);
+        if (!rc && op->bias)
+            rc = ops->bias_add(be, y, b, rows, op->filters);
+        return rc;
+    case HP_OP_ATTENTION:
+        return ops->attention_forward(be, &o->d.attn, x, y, extra(net, slot, o));
+    case HP_OP_GELU:
+        return ops->gelu_forward(be, x, y, net->tensors[o->out].size);
+    default:
+        return -HP_EINVAL;
+    }
+}
+
+/* Backward of a sequence op: parameter gradients, and dx (NULL: not needed) from dy. */
+static int backward_seq(struct hp_net *net, int slot, struct net_op *o, const float *x,
+                        const float *dy, float *dx, const float *w)
+{
+    struct hp_backend *be = net->be;
+    const struct hp_backend_ops *ops = be->ops;
+    const struct hp_op *op = o->op;
+    const int rows = seq_rows(net, op->in_shape), in = op->in_shape.w;
+    int rc;
+
+    switch (op->type) {
+    case HP_OP_EMBED:
+        /* token ids have no gradient: a requested one is zero */
+        rc = ops->embed_backward(be, x, dy, o->gw, o->gb, net->cfg.batch, op->in_shape.c,
+                                 op->filters, op->vocab);
+        return !rc && dx ? ops->zero(be, dx, net->tensors[o->in[0]].size * sizeof(float)) : rc;
+    case HP_OP_LAYERNORM: {
+        const float *save = extra(net, slot, o);
+        return ops->layernorm_backward(be, x, dy, w, save, save + rows, dx, o->gw, o->gb, rows, in);
+    }
+    case HP_OP_PLINEAR:
+        /* gw [out, in] = dy^T [out, rows] x [rows, in] */
+        rc = ops->gemm(be, 1, 0, op->filters, in, rows, 1.0f, dy, op->filters, x, in, 0.0f, o->gw,
+                       in);
+        if (!rc && op->bias)
+            rc = ops->bias_grad(be, dy, o->gb, rows, op->filters);
+        /* dx [rows, in] = dy [rows, out] w [out, in] */
+        if (!rc && dx)
+            rc = ops->gemm(be, 0, 0, rows, in, op->filters, 1.0f, dy, op->filters, w, in, 0.0f, dx,
+                           in);
+        return rc;
+    case HP_OP_ATTENTION:
+        return dx ? ops->attention_backward(be, &o->d.attn, x, extra(net, slot, o), dy, dx,
+                                            net->workspace)
+                  : 0;
+    case HP_OP_GELU:
+        return dx ? ops->gelu_backward(be, x, dy, dx, net->tensors[o->out].size) : 0;
+    default:
+        return -HP_EINVAL;
+    }
+}
+
 /* How forward runs an op: training (batch statistics, updated running statistics, dropout
  * masks drawn), evaluation, or the recomputation of a training forward during backward
  * (batch statistics and masks again, the running statistics left alone: they were updated
@@ -850,7 +1010,7 @@ static int forward_ops(struct hp_net *net, int slot, int i0, int i1, enum fwd_mo
             rc = ops->add(be, x, act(net, slot, o->in[1]), y, n);
             break;
         default:
-            rc = -HP_EINVAL;
+            rc = forward_seq(net, slot, o, x, y, w, b);
         }
         if (net->tensors[o->out].in_temp)
             net->temp_holds = o->out;
@@ -895,6 +1055,39 @@ int hp_net_loss(struct hp_net *net, int slot, const int32_t *labels_host, int n,
         return rc;
     return be->ops->softmax_xent(be, hp_net_output(net, slot), net->labels, n, classes,
                                  1.0f / (float)n, grad ? t->grad : NULL, loss_sum, correct);
+}
+
+int hp_net_loss_tokens(struct hp_net *net, int slot, const int32_t *labels_host, int n, int grad,
+                       double *loss_sum, int *correct)
+{
+    struct hp_backend *be = net->be;
+    const struct net_tensor *t = &net->tensors[net->ntensors - 1];
+    const int pos = t->shape.c * t->shape.h, classes = t->shape.w;
+    const size_t rows = (size_t)n * pos;
+    int rc;
+
+    if (n <= 0 || n > net->cfg.batch)
+        return -HP_EINVAL;
+    if (pos != hp_model_positions(net->model)) {
+        hp_error("net: the output %dx%dx%d is not logits of the model's %d positions", t->shape.c,
+                 t->shape.h, t->shape.w, hp_model_positions(net->model));
+        return -HP_EINVAL;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        if (labels_host[i] < 0 || labels_host[i] >= classes) {
+            hp_error("label %d of sample %zu, position %zu is outside 0..%d", labels_host[i],
+                     i / (size_t)pos, i % (size_t)pos, classes - 1);
+            return -HP_EINVAL;
+        }
+    }
+    memcpy(net->labels_host, labels_host, rows * sizeof(int32_t));
+    rc = be->ops->upload(be, net->labels, net->labels_host, rows * sizeof(int32_t));
+    if (!rc && grad && n < net->cfg.batch)
+        rc = be->ops->zero(be, t->grad, t->size * sizeof(float));
+    if (rc)
+        return rc;
+    return be->ops->softmax_xent(be, hp_net_output(net, slot), net->labels, (int)rows, classes,
+                                 1.0f / (float)rows, grad ? t->grad : NULL, loss_sum, correct);
 }
 
 /* Add `src` (n floats) into the gradient of tensor t: the first contribution is copied (or
@@ -997,7 +1190,7 @@ static int backward_op(struct hp_net *net, int slot, int i, const float *weights
         dx = NULL;
         break;
     default:
-        rc = -HP_EINVAL;
+        rc = backward_seq(net, slot, o, x, dy, dx, w);
     }
     if (!rc && dx)
         rc = accumulate(net, tin, dx);

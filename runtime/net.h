@@ -56,7 +56,9 @@ struct hp_net_memory {
                                               moment is the momentum buffer */
     size_t activations;                    /* all slots (+ the work area when recomputing) */
     size_t act_grads;                      /* the gradient buffers, shared by liveness */
-    size_t workspace, scratch, other;      /* other: batch norm saves, dropout masks, labels */
+    size_t workspace, scratch, other;      /* other: batch norm and layer norm saves,
+                                              attention probabilities, dropout masks, labels
+                                              (batch x hp_model_positions int32) */
     size_t total;                          /* the one allocation */
 };
 
@@ -75,7 +77,9 @@ int hp_net_plan_memory(struct hp_backend *be, const struct hp_model *model, int 
 
 /* Deterministic initialisation from `seed`: conv and linear weights He-uniform
  * (bound sqrt(6 / fan_in)), biases uniform in +-1/sqrt(fan_in), batch norm gamma 1, beta 0,
- * running mean 0 and variance 1; momentum zero. Each unit's values depend only on
+ * running mean 0 and variance 1; the sequence ops as GPT-2 (embeddings and plinear weights
+ * of standard deviation 0.02, uniform; biases 0; layer norm gamma 1, beta 0; a tied head's
+ * weights equal to its embed's token matrix); momentum zero. Each unit's values depend only on
  * (seed, its index in the model), not on how the model is split. */
 int hp_net_init_params(struct hp_net *net, uint64_t seed);
 
@@ -99,6 +103,15 @@ int hp_net_forward(struct hp_net *net, int slot, int train, uint64_t step_seed);
  * gradient (1/n scale) into the output gradient. *loss_sum and *correct as in the backend. */
 int hp_net_loss(struct hp_net *net, int slot, const int32_t *labels_host, int n, int grad,
                 double *loss_sum, int *correct);
+
+/* Softmax cross-entropy over every position of a sequence model's output (layers.h): the
+ * output of `slot` is logits [batch, T, 1, vocab], labels_host [n, T] (the first n <= batch
+ * samples count; T = hp_model_positions of the model, else -HP_EINVAL). *loss_sum: the sum
+ * over the n x T positions of -log softmax[label]; *correct: the positions whose arg-max is
+ * the label. If grad is set, writes the gradient of the mean over the n x T positions (a
+ * 1 / (n T) scale) into the output gradient. Labels are range-checked (logged). */
+int hp_net_loss_tokens(struct hp_net *net, int slot, const int32_t *labels_host, int n, int grad,
+                       double *loss_sum, int *correct);
 
 /* Backward pass of `slot` from the output gradient: parameter gradients (overwritten) and,
  * if configured, the input gradient. Must follow a training forward of the same slot. */

@@ -192,6 +192,25 @@ teardown() {
     [[ "$output" == *"--clip"* ]]
 }
 
+@test "a GPT training step matches PyTorch's (logits, loss, every gradient; skipped without torch)" {
+    py=""
+    for p in /usr/bin/python3 python3 /work/V/bin/python3; do
+        if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import torch' > /dev/null 2>&1; then
+            py=$p
+            break
+        fi
+    done
+    if [ -z "$py" ]; then
+        skip "PyTorch not importable (apt-get install python3-torch)"
+    fi
+    run "$(dirname "$HETPIPE")/tests/gpt_ref" "$TMP" gpt-tiny
+    [ "$status" -eq 0 ]
+    run "$py" "$BATS_TEST_DIRNAME/gpt_equiv.py" "$TMP"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"gpt_equiv: ok"* ]]
+}
+
 @test "a training step of ResNet-152 and VGG-19 at ImageNet shape runs on the CPU" {
     run "$HETPIPE" time --model resnet152 --batch 1 --device cpu --steps 1 --warmup 0
     [ "$status" -eq 0 ]

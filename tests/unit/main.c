@@ -27,6 +27,7 @@ int main(void)
     srunner_add_suite(sr, suite_source());
     srunner_add_suite(sr, suite_text());
     srunner_add_suite(sr, suite_optim());
+    srunner_add_suite(sr, suite_gpt());
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -23,5 +23,6 @@ Suite *suite_image(void);
 Suite *suite_source(void);
 Suite *suite_text(void);
 Suite *suite_optim(void);
+Suite *suite_gpt(void);
 
 #endif

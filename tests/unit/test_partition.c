@@ -281,7 +281,8 @@ START_TEST(memory_matches_runtime)
                                          "vgg19",
                                          "resnet152",
                                          "tests/models/resnet-mini.ini",
-                                         "tests/models/mlp-plain.ini"};
+                                         "tests/models/mlp-plain.ini",
+                                         "gpt-tiny"};
     static const int batches[] = {1, 3, 32};
     struct hp_gpudb db;
     struct hp_gpu_type types[NTYPES];
