@@ -35,6 +35,7 @@
  *   ckpt              taking checkpoint `wave`
  *   serve_push, serve_pull   a shard: a push of wave `wave` from `peer` applied; a pull
  *                     answered
+ *   data              a first stage waiting for minibatch mb's input from its data feed
  */
 #ifndef HP_TLPART_H
 #define HP_TLPART_H
@@ -60,6 +61,7 @@ enum hp_tl_kind {
     HP_TL_CKPT,
     HP_TL_SERVE_PUSH,
     HP_TL_SERVE_PULL,
+    HP_TL_DATA, /* the first stage waiting for its input (runtime/feed.h) */
     HP_TL_KINDS
 };
 extern const char *const hp_tl_kind_names[HP_TL_KINDS];

@@ -1,11 +1,11 @@
-/* cmd_train.c - `hetpipe train`: train a model on Fashion-MNIST in one process (train.h). */
+/* cmd_train.c - `hetpipe train`: train a model in one process (train.h). */
 #include "commands.h"
 #include "train.h"
 
 #include <stdio.h>
 
 static const char synopsis[] = "usage: hetpipe train [options]\n"
-                               "Train a model on Fashion-MNIST in one process.\n";
+                               "Train a model in one process, on the data set --data names (Fashion-MNIST by default).\n";
 
 int hp_cmd_train(int argc, char **argv)
 {

@@ -58,7 +58,8 @@ static const struct {
     K(comm_s),      K(other_s),       K(images_per_s), K(predicted_images_per_s),
     K(mem_peak),    K(mem_predicted), K(test_acc),     K(cpu_share),
     K(eval_s),      K(job_s),         K(job_paused_s), K(job_images_per_s),
-    K(pull_wait_s),
+    K(pull_wait_s), K(data_threads), K(data_queue), K(data_decoded),
+    K(data_skipped), K(data_decode_s), K(data_wait_s), K(data_depth_mean),
 #undef K
 };
 
@@ -90,6 +91,7 @@ static int stats_line(struct hp_stats *s, char *line, char *err, size_t n)
         *(double *)((char *)s + stat_keys[i].off) = x;
         s->has_job |= strcmp(key, "job_images_per_s") == 0;
         s->has_ps |= strcmp(key, "pull_wait_s") == 0;
+        s->has_data |= strcmp(key, "data_threads") == 0;
         return 0;
     }
     return 0;

@@ -30,6 +30,10 @@ struct hp_stats {
     double mem_peak, mem_predicted, test_acc, cpu_share, eval_s;
     double job_s, job_paused_s, job_images_per_s;
     double pull_wait_s;
+    /* a first stage's data input (runtime/feed.h); has_data 0: none */
+    int has_data;
+    double data_threads, data_queue, data_decoded, data_skipped, data_decode_s, data_wait_s,
+        data_depth_mean;
 };
 
 /* One line of metrics.csv. */

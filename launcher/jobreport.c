@@ -341,6 +341,44 @@ static void warn_waits(struct wlist *w, const struct hp_jobdata *d)
     }
 }
 
+/* Each first stage's data input: how fast it decoded, how full its queue was; a warning when
+ * the pipeline waited for data more than 2% of its training time, with the threads that would
+ * have kept up (the images/s it trained at without the waits, over one thread's rate). */
+static void warn_data(struct wlist *w, const struct hp_jobdata *d)
+{
+    const struct hp_plan *p = &d->job.plan;
+
+    for (int r = 0; r < p->nranks; r++) {
+        const struct hp_stats *x = hp_jobdata_stats(d, r);
+        if (!x || !x->has_data || x->train_s <= 0)
+            continue;
+        int v, st;
+        if (hp_plan_rank_stage(p, r, &v, &st))
+            continue;
+        const double share = x->data_wait_s / x->train_s;
+        const double per_thread = x->data_decode_s > 0 ? x->data_decoded / x->data_decode_s : 0;
+        const double busy = x->train_s - x->data_wait_s;
+        const double need = busy > 0 ? (double)x->minibatches * p->opts.batch / busy : 0;
+        if (x->data_skipped > 0)
+            warn(w, "warn", "VW %d (rank %d): %.0f samples could not be decoded and were skipped "
+                 "(--data-on-error skip; rank-%d.log names them)", v, r, x->data_skipped, r);
+        if (share > 0.02 && per_thread > 0)
+            warn(w, "warn",
+                 "VW %d (rank %d) waited %.2f s for data, %.1f%% of its training time: %.0f "
+                 "decoding thread%s prepare %.1f images/s each, and it trains %.1f images/s; "
+                 "about %.0f threads would keep up (--data-threads, on as many cores)",
+                 v, r, x->data_wait_s, 100 * share, x->data_threads,
+                 x->data_threads == 1 ? "" : "s", per_thread, need, ceil(need / per_thread));
+        else
+            warn(w, "note",
+                 "VW %d (rank %d) data input: %.0f decoding thread%s at %.1f images/s each, "
+                 "queue %.1f of %.0f minibatches ready on average, waited %.1f%% of its "
+                 "training time",
+                 v, r, x->data_threads, x->data_threads == 1 ? "" : "s", per_thread,
+                 x->data_depth_mean, x->data_queue, 100 * share);
+    }
+}
+
 static void warn_memory(struct wlist *w, const struct hp_jobdata *d)
 {
     const struct hp_plan *p = &d->job.plan;
@@ -373,6 +411,7 @@ static void page_warnings(FILE *f, const struct hp_jobdata *d, const struct hp_j
     fputs("<section id=\"warnings\"><h2>Warnings</h2>\n<ul class=\"warnings\">\n", f);
     warn_slow(&w, d);
     warn_waits(&w, d);
+    warn_data(&w, d);
     warn_memory(&w, d);
     for (int r = 0; r < d->job.plan.nranks; r++) {
         const struct hp_log_note *l = &d->logs[r];

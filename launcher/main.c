@@ -18,7 +18,7 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
-    {"train", hp_cmd_train, "train a model on Fashion-MNIST in one process"},
+    {"train", hp_cmd_train, "train a model in one process (Fashion-MNIST, an image folder or shards)"},
     {"model", hp_cmd_model, "show a model's units, parameters and multiply-adds"},
     {"time", hp_cmd_time, "time training steps of a model on random data"},
     {"plan", hp_cmd_plan, "plan virtual workers, stages and parameter placement for a cluster"},

@@ -223,12 +223,39 @@ int hp_job_check_checkpoints(const struct hp_options *o, const char *cmd)
     return 0;
 }
 
+/* The job's data set, checked against the model before any rank starts (the index only: file
+ * names, shard headers); its training samples into *ntrain. */
+static int check_data(const struct hp_options *o, const struct hp_job *job, const char *cmd,
+                      int *ntrain)
+{
+    const struct hp_feed_config fc = {.dir = o->data,
+                                      .model = job->model,
+                                      .mode = HP_FEED_COUNTS | HP_FEED_TEST,
+                                      .batch = (int)job->plan.opts.batch,
+                                      .nvws = job->plan.nvws,
+                                      .train_limit = o->train_limit,
+                                      .test_limit = o->test_limit};
+    struct hp_feed *f;
+    int rc = hp_feed_open(&fc, &f);
+
+    if (rc) {
+        hp_error("%s: the job's data set cannot be used (above)", cmd);
+        return rc;
+    }
+    *ntrain = hp_feed_n(f)->ntrain;
+    hp_feed_close(f);
+    return 0;
+}
+
 int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, char *buf, size_t n)
 {
     struct hp_ckpt_info ci;
     char why[1200];
+    int ntrain;
 
     job->resumed_seq = job->resumed_samples = -1;
+    if (check_data(o, job, cmd, &ntrain))
+        return -HP_EDATA;
     if (hp_job_check_checkpoints(o, cmd))
         return -HP_EINVAL;
     if (o->checkpoint_dir) {
@@ -269,13 +296,10 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         hp_ckpt_info_release(&ci);
         return -HP_EDATA;
     }
-    struct hp_feed_counts fc;
-    const int same = hp_feed_counts(o->train_limit, o->test_limit, (int)p->opts.batch, 1, &fc)
-                         ? 0
-                         : hp_ckpt_same_data(&ci, fc.ntrain, o->epochs,
-                                             !strcmp(hp_opt_word(HP_OPT_SCHEDULE, o->schedule),
-                                                     "cosine"),
-                                             why, sizeof(why));
+    const int same =
+        hp_ckpt_same_data(&ci, ntrain, o->epochs,
+                          !strcmp(hp_opt_word(HP_OPT_SCHEDULE, o->schedule), "cosine"), why,
+                          sizeof(why));
     if (same < 0) {
         hp_error("%s: option '--resume': %s: %s", cmd, ci.dir, why);
         hp_ckpt_info_release(&ci);

@@ -132,6 +132,8 @@ static void draw_event(FILE *f, const struct hp_tl_event *e, const struct hp_svg
         band(f, x, wd, y, h, "#a9a9a9", tip);
     } else if (e->kind == HP_TL_WSP_WAIT) {
         band(f, x, wd, y, h, "#d62728", tip);
+    } else if (e->kind == HP_TL_DATA) {
+        band(f, x, wd, y, h, "#2ca02c", tip);
     } else if (e->kind == HP_TL_PUSH || e->kind == HP_TL_PULL) {
         band(f, x, wd, y, h, "#9467bd", tip);
     } else if (e->kind == HP_TL_ALLREDUCE) {
@@ -153,6 +155,7 @@ static void pipeline_legend(FILE *f, double y)
         {"#80b1d3", "backward", 1},
         {"#a9a9a9", "waiting to receive", 2},
         {"#d62728", "WSP wait (for slower VWs)", 2},
+        {"#2ca02c", "waiting for data", 2},
         {"#9467bd", "push / pull", 2},
         {"#ff7f0e", "allreduce", 2},
         {"#5b7fa6", "send", 3},

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DATA_TID 1000000 /* + rank: a first stage's data track (its waits for input) */
+
 void hp_tl_job_release(struct hp_tl_job *job)
 {
     for (int r = 0; job->ev && r < job->nranks; r++)
@@ -136,6 +138,13 @@ static void write_meta(FILE *f, const struct hp_tl_job *job, int nvws, int *firs
                 "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                 "\"args\":{\"sort_index\":%d}}",
                 pid_of(m, nvws), r, m->stage);
+        if (m->vw >= 0 && m->stage == 0) { /* its data track: the waits for input */
+            fprintf(f,
+                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{"
+                    "\"name\":\"data input (rank %d)\"}},\n{\"name\":\"thread_sort_index\","
+                    "\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":-1}}",
+                    pid_of(m, nvws), DATA_TID + r, r, pid_of(m, nvws), DATA_TID + r);
+        }
     }
 }
 
@@ -182,7 +191,8 @@ static long write_events(FILE *f, const struct hp_tl_job *job, int nvws)
                     ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                     "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"mb\":%" PRId64 ",\"wave\":%d,"
                     "\"peer\":%d,\"bytes\":%" PRId64 "}}",
-                    name, hp_tl_kind_names[e->kind], pid_of(&job->meta[r], nvws), r,
+                    name, hp_tl_kind_names[e->kind], pid_of(&job->meta[r], nvws),
+                    e->kind == HP_TL_DATA ? DATA_TID + r : r,
                     us(job, r, e->t0), (e->t1 - e->t0) * 1e6, e->mb, e->wave, e->peer, e->bytes);
             count++;
         }

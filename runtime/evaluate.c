@@ -16,7 +16,10 @@ static int batch_in(const struct hp_eval_parts *e, int b, const int32_t **lab, i
     int rc;
 
     if (e->s == 0) {
-        const float *img = hp_feed_test(e->feed, b, e->lab, m);
+        const float *img;
+        rc = hp_feed_test(e->feed, b, &img, e->lab, m);
+        if (rc)
+            return rc;
         *lab = e->lab;
         return e->be->ops->upload(e->be, hp_net_input(e->net, 0), img, in_bytes);
     }

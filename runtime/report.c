@@ -304,7 +304,7 @@ static double cpu_share(const struct hp_report_job *j, const struct hp_worker_re
 }
 
 int hp_report_stats(struct hp_report *r, const struct hp_worker_result *res, double eval_s,
-                    const struct hp_ps_stats *ps)
+                    const struct hp_ps_stats *ps, const struct hp_feed_stats *data)
 {
     const struct hp_report_job *j = &r->j;
     const struct hp_stage_plan *st = &j->plan->vws[j->v].stages[j->s];
@@ -339,5 +339,11 @@ int hp_report_stats(struct hp_report *r, const struct hp_worker_result *res, dou
                 (ps->pushes ? (double)ps->remote_push_bytes / ps->pushes : 0.0) +
                     (ps->pulls ? (double)ps->remote_pull_bytes / ps->pulls : 0.0));
     }
+    if (data)
+        fprintf(f,
+                "data_threads = %d\ndata_queue = %d\ndata_decoded = %ld\ndata_skipped = %ld\n"
+                "data_decode_s = %.6f\ndata_wait_s = %.6f\ndata_depth_mean = %.3f\n",
+                data->threads, data->queue, data->decoded, data->skipped, data->decode_s,
+                data->wait_s, data->depth_mean);
     return hp_out_close(f, 1) ? -HP_EIO : 0;
 }

@@ -7,6 +7,7 @@
 #ifndef HP_REPORT_H
 #define HP_REPORT_H
 
+#include "feed.h"
 #include "model.h"
 #include "options.h"
 #include "plan.h"
@@ -86,9 +87,10 @@ void hp_report_weights(struct hp_report *r, long j, long fwd_version, long bwd_v
 void hp_report_end(struct hp_report *r, const struct hp_worker_result *res, int stopped, long seq,
                    int stop_at);
 
-/* --stats: the stage's summary in PREFIX.<rank>. 0 or -HP_EIO. */
+/* --stats: the stage's summary in PREFIX.<rank>, with its data input's (a first stage: data
+ * not NULL). 0 or -HP_EIO. */
 int hp_report_stats(struct hp_report *r, const struct hp_worker_result *res, double eval_s,
-                    const struct hp_ps_stats *ps);
+                    const struct hp_ps_stats *ps, const struct hp_feed_stats *data);
 
 /* The images/s the plan predicts for this stage's VW (a dp replica: its share of the job's),
  * at emulation scale 1. */

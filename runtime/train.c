@@ -3,7 +3,7 @@
 #include "clock.h"
 
 #include "backend.h"
-#include "data.h"
+#include "feed.h"
 #include "error.h"
 #include "log.h"
 #include "output.h"
@@ -19,26 +19,24 @@
 #include <string.h>
 #include <time.h>
 
-/* Evaluate on `d` (first `limit` samples, 0 = all) in minibatches; the last one is padded
- * by repeating samples, which are not counted. */
-static int evaluate(struct hp_net *net, struct hp_backend *be, const struct hp_dataset *d,
-                    int limit, int batch, float *himg, int32_t *hlab, int *idx, double *loss,
-                    double *acc)
+/* Evaluate on the feed's validation batches (the last one padded by repeating samples,
+ * which are not counted). */
+static int evaluate(struct hp_net *net, struct hp_backend *be, struct hp_feed *feed,
+                    size_t in_floats, int32_t *hlab, double *loss, double *acc)
 {
-    const int n = limit > 0 && limit < d->n ? limit : d->n;
-    const size_t in_bytes = (size_t)batch * d->c * d->h * d->w * sizeof(float);
+    const struct hp_feed_counts *n = hp_feed_n(feed);
     double lsum = 0.0;
     long correct = 0;
-    int rc;
+    int rc = 0;
 
-    for (int s = 0; s < n; s += batch) {
-        const int m = n - s < batch ? n - s : batch;
+    for (int b = 0; b < n->test_batches; b++) {
+        const float *x;
+        int32_t m;
         double l;
         int c;
-        for (int i = 0; i < batch; i++)
-            idx[i] = s + (i < m ? i : 0);
-        hp_dataset_gather(d, idx, batch, himg, hlab);
-        rc = be->ops->upload(be, hp_net_input(net, 0), himg, in_bytes);
+        rc = hp_feed_test(feed, b, &x, hlab, &m);
+        if (!rc)
+            rc = be->ops->upload(be, hp_net_input(net, 0), x, in_floats * sizeof(float));
         if (!rc)
             rc = hp_net_forward(net, 0, 0, 0);
         if (!rc)
@@ -48,8 +46,8 @@ static int evaluate(struct hp_net *net, struct hp_backend *be, const struct hp_d
         lsum += l;
         correct += c;
     }
-    *loss = lsum / n;
-    *acc = (double)correct / n;
+    *loss = lsum / n->ntest;
+    *acc = (double)correct / n->ntest;
     return 0;
 }
 
@@ -57,14 +55,12 @@ static int evaluate(struct hp_net *net, struct hp_backend *be, const struct hp_d
 struct trainer {
     const struct hp_options *o;
     float lr, momentum, weight_decay; /* as the SGD step takes them */
-    struct hp_dataset train, test;
+    struct hp_feed *feed;
     struct hp_model *model;
     struct hp_backend *be;
     struct hp_net *net;
     FILE *csv, *slog;
-    float *himg;
     int32_t *hlab;
-    int *perm, *idx;
     int ntrain, steps_per_epoch;
     long total_steps, step;
     size_t in_floats;
@@ -83,7 +79,7 @@ static FILE *open_csv(const char *path, const char *what, const char *header, in
     return f;
 }
 
-/* The model (a Fashion-MNIST one), the data, the net and every buffer, planned up front. */
+/* The model, its data (feed.h), the net and every buffer, planned up front. */
 static int trainer_setup(struct trainer *t)
 {
     const struct hp_options *o = t->o;
@@ -93,15 +89,20 @@ static int trainer_setup(struct trainer *t)
     if (rc)
         return rc;
     m = t->model;
-    if (strcmp(m->dataset, "fashion-mnist") != 0 || m->input.c != 1 || m->input.h != 28 ||
-        m->input.w != 28 || m->classes != 10) {
-        hp_error("model '%s' is for data set '%s' with input %dx%dx%d; hetpipe train needs a "
-                 "fashion-mnist model (1x28x28, 10 classes), e.g. cnn or mlp",
-                 m->name, m->dataset, m->input.c, m->input.h, m->input.w);
-        return -HP_EMODEL;
-    }
-    if ((rc = hp_dataset_load_fashion_mnist(o->data, 1, &t->train)) ||
-        (rc = hp_dataset_load_fashion_mnist(o->data, 0, &t->test)) ||
+    const struct hp_feed_config fc = {.dir = o->data,
+                                      .model = m,
+                                      .mode = HP_FEED_INPUT | HP_FEED_TEST,
+                                      .batch = (int)o->batch,
+                                      .nvws = 1,
+                                      .train_limit = o->train_limit,
+                                      .test_limit = o->test_limit,
+                                      .seed = (uint64_t)o->seed,
+                                      .threads = (int)o->data_threads,
+                                      .queue = (int)o->data_queue,
+                                      .augment = o->data_augment,
+                                      .skip_errors = o->data_on_error == 1,
+                                      .error_limit = o->data_error_limit};
+    if ((rc = hp_feed_open(&fc, &t->feed)) ||
         (rc = hp_backend_create(hp_opt_word(HP_OPT_DEVICE, o->device), &t->be)))
         return rc;
     const struct hp_net_config cfg = {.batch = (int)o->batch,
@@ -111,20 +112,12 @@ static int trainer_setup(struct trainer *t)
     if ((rc = hp_net_create(t->be, m, 0, m->nunits, &cfg, &t->net)) ||
         (rc = hp_net_init_params(t->net, (uint64_t)o->seed)))
         return rc;
-    t->ntrain =
-        o->train_limit > 0 && o->train_limit < t->train.n ? (int)o->train_limit : t->train.n;
-    t->steps_per_epoch = t->ntrain / (int)o->batch;
+    t->ntrain = hp_feed_n(t->feed)->ntrain;
+    t->steps_per_epoch = (int)hp_feed_n(t->feed)->total_mb;
     t->total_steps = (long)t->steps_per_epoch * o->epochs;
-    t->in_floats = (size_t)o->batch * t->train.c * t->train.h * t->train.w;
-    if (t->steps_per_epoch == 0) {
-        hp_error("minibatch %ld is larger than the %d training samples", o->batch, t->ntrain);
-        return -HP_EINVAL;
-    }
-    t->himg = malloc(t->in_floats * sizeof(float));
+    t->in_floats = (size_t)o->batch * hp_shape_size(m->input);
     t->hlab = malloc((size_t)o->batch * sizeof(int32_t));
-    t->perm = malloc((size_t)t->ntrain * sizeof(int));
-    t->idx = malloc((size_t)o->batch * sizeof(int));
-    if (!t->himg || !t->hlab || !t->perm || !t->idx)
+    if (!t->hlab)
         return -HP_ENOMEM;
     if (o->metrics &&
         !(t->csv = open_csv(o->metrics, "metrics file",
@@ -146,8 +139,11 @@ static int train_step(struct trainer *t, int s, double *l, int *c)
             : t->lr;
     int rc;
 
-    hp_dataset_gather(&t->train, t->perm + (size_t)s * batch, batch, t->himg, t->hlab);
-    rc = t->be->ops->upload(t->be, hp_net_input(t->net, 0), t->himg, t->in_floats * sizeof(float));
+    const float *x;
+    double waited;
+    rc = hp_feed_train(t->feed, s, &x, t->hlab, &waited);
+    if (!rc)
+        rc = t->be->ops->upload(t->be, hp_net_input(t->net, 0), x, t->in_floats * sizeof(float));
     if (!rc)
         rc = hp_net_forward(t->net, 0, 1,
                             hp_rng_derive((uint64_t)o->seed, 0x2000000 + (uint64_t)t->step));
@@ -167,7 +163,9 @@ static int train_epoch(struct trainer *t, int epoch, struct hp_train_result *res
     double lsum = 0.0, t_int = hp_now_s();
     long csum = 0, nint = 0;
 
-    hp_permute(t->perm, t->ntrain, hp_rng_derive((uint64_t)o->seed, 0x1000 + (uint64_t)epoch));
+    int rc0 = hp_feed_epoch(t->feed, epoch, 0);
+    if (rc0)
+        return rc0;
     for (int s = 0; s < t->steps_per_epoch; s++, t->step++) {
         const double t0 = hp_now_s();
         double l;
@@ -249,8 +247,8 @@ int hp_train_run(const struct hp_options *o, struct hp_train_result *res)
     for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
         rc = train_epoch(&t, epoch, res);
         if (!rc)
-            rc = evaluate(t.net, t.be, &t.test, (int)o->test_limit, (int)o->batch, t.himg, t.hlab,
-                          t.idx, &res->test_loss, &res->test_acc);
+            rc = evaluate(t.net, t.be, t.feed, t.in_floats, t.hlab, &res->test_loss,
+                          &res->test_acc);
         if (rc)
             break;
         printf("epoch %d/%ld test loss %.4f accuracy %.2f%% (%.1f s of training, %.0f img/s)\n",
@@ -268,14 +266,10 @@ int hp_train_run(const struct hp_options *o, struct hp_train_result *res)
         rc = finish(&t, res);
     rc = close_csv(t.csv, rc);
     rc = close_csv(t.slog, rc);
-    free(t.himg);
     free(t.hlab);
-    free(t.perm);
-    free(t.idx);
     hp_net_destroy(t.net);
     hp_backend_destroy(t.be);
     hp_model_destroy(t.model);
-    hp_dataset_release(&t.train);
-    hp_dataset_release(&t.test);
+    hp_feed_close(t.feed);
     return rc;
 }

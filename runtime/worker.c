@@ -156,14 +156,19 @@ static int send_tensor(struct worker *w, enum hp_link_dir dir, int peer, int typ
 /* Minibatch p->j's input into its slot: stage 0 takes the job's minibatch m of the epoch's
  * order from the feed; a later stage receives the previous stage's activation. The labels
  * travel with it. HP_LINK_END: in its place came the span's end (a pause). */
-static int take_input(struct worker *w, const struct hp_pass *p, long q, long m)
+static int take_input(struct worker *w, const struct hp_pass *p, long q)
 {
     int32_t *lab = w->labels + (size_t)p->slot * w->batch;
     const size_t in_bytes = w->in_floats * sizeof(float), lab_bytes = w->batch * sizeof(int32_t);
     const void *x;
 
     if (w->s == 0) {
-        x = hp_feed_train(w->feed, m, lab);
+        const double t0 = hp_now_s();
+        double waited;
+        int rc = hp_feed_train(w->feed, p->j, (const float **)&x, lab, &waited);
+        if (rc)
+            return rc;
+        hp_tl_add(w->tl, HP_TL_DATA, t0, t0 + waited, q, -1, 0, -1);
     } else {
         int rc = receive_tensor(w, w->peers->prev, HP_MSG_ACTIVATION, p->j, q, in_bytes + lab_bytes,
                                 HP_TL_RECV_ACT, "activation", &x);
@@ -344,7 +349,7 @@ static int train_span(struct worker *w, int epoch, long from, long to, long *end
                 continue;
             }
             if (!rc)
-                rc = take_input(w, &p, q, m);
+                rc = take_input(w, &p, q);
             if (rc == HP_LINK_END) {
                 rc = end_span(w, &sched, &p);
                 continue;
@@ -629,8 +634,10 @@ static int train_epoch(struct worker *w, int epoch, long nb0)
     const long my_mb = w->n.my_mb;
     int rc = 0;
 
-    if (w->feed)
-        hp_feed_epoch(w->feed, (uint64_t)w->plan->opts.seed, epoch);
+    if (w->feed && w->s == 0)
+        rc = hp_feed_epoch(w->feed, epoch, nb0);
+    if (rc)
+        return rc;
     w->q_base = (long)epoch * my_mb - w->from.q0;
     hp_report_interval(w->rep);
     for (long nb = nb0; nb < my_mb && !rc && !w->stop;) {
@@ -714,16 +721,26 @@ static int data_setup(struct worker *w)
 {
     const struct hp_options *o = w->o;
     const size_t lab = (size_t)w->batch * sizeof(int32_t) + sizeof(int32_t);
-    int rc = hp_feed_counts(o->train_limit, o->test_limit, w->batch, w->nvws, &w->n);
+    const struct hp_feed_config fc = {
+        .dir = o->data,
+        .model = w->model,
+        .mode = (w->s == 0 ? HP_FEED_INPUT : HP_FEED_COUNTS) | (w->v == 0 ? HP_FEED_TEST : 0),
+        .batch = w->batch,
+        .nvws = w->nvws,
+        .v = w->v,
+        .train_limit = o->train_limit,
+        .test_limit = o->test_limit,
+        .seed = (uint64_t)w->plan->opts.seed,
+        .threads = (int)o->data_threads,
+        .queue = (int)o->data_queue,
+        .augment = o->data_augment,
+        .skip_errors = o->data_on_error == 1,
+        .error_limit = o->data_error_limit,
+        .timeout_ms = w->timeout_ms};
+    int rc = hp_feed_open(&fc, &w->feed);
 
-    if (!rc && w->s == 0)
-        rc = hp_feed_open(o->data, w->v == 0, &w->n, w->batch, &w->feed);
-    if (!rc && w->feed && hp_feed_sample_floats(w->feed) * w->batch != w->in_floats) {
-        hp_error("model '%s' takes inputs of %zu values, but the data set's samples have %zu: "
-                 "train a model made for the data set (dataset = fashion-mnist)",
-                 w->model->name, w->in_floats / w->batch, hp_feed_sample_floats(w->feed));
-        rc = -HP_EDATA;
-    }
+    if (!rc)
+        w->n = *hp_feed_n(w->feed);
     /* the largest of training, evaluation and control payloads */
     if (!rc)
         rc = hp_link_create(w->comm, w->plan, w->v, w->s, w->out_floats * sizeof(float) + lab + 64,
@@ -1021,9 +1038,14 @@ int hp_worker_run(const struct hp_plan *plan, const struct hp_cluster *cl,
         rc = results(&w, t_train);
     if (!rc) {
         struct hp_ps_stats ps;
+        struct hp_feed_stats ds;
         hp_wsp_stats(w.wsp, &ps);
+        hp_feed_get_stats(w.feed, &ds);
+        if (ds.skipped)
+            hp_warn("data: %ld samples of %s could not be decoded and were skipped", ds.skipped,
+                    hp_feed_describe(w.feed));
         hp_report_end(w.rep, res, w.stopped, w.seq, w.stop);
-        rc = hp_report_stats(w.rep, res, w.eval_s, w.wsp ? &ps : NULL);
+        rc = hp_report_stats(w.rep, res, w.eval_s, w.wsp ? &ps : NULL, w.s == 0 ? &ds : NULL);
     }
     if (!rc)
         rc = hp_ps_worker_done(plan, comm, rank, w.v, w.s, w.stopped, w.timeout_ms);

@@ -614,17 +614,17 @@ START_TEST(feed_counts)
 {
     struct hp_feed_counts n;
 
-    ck_assert_int_eq(hp_feed_counts(0, 0, 64, 3, &n), 0);
+    ck_assert_int_eq(hp_feed_counts(60000, 10000, 0, 0, 64, 3, &n), 0);
     ck_assert_int_eq(n.ntrain, 60000);
     ck_assert_int_eq(n.total_mb, 937);
     ck_assert_int_eq(n.my_mb, 312); /* every VW the same share; 937 % 3 left out */
     ck_assert_int_eq(n.ntest, 10000);
     ck_assert_int_eq(n.test_batches, 157);
-    ck_assert_int_eq(hp_feed_counts(1000, 100, 64, 2, &n), 0);
+    ck_assert_int_eq(hp_feed_counts(60000, 10000, 1000, 100, 64, 2, &n), 0);
     ck_assert_int_eq(n.my_mb, 7);
     ck_assert_int_eq(n.test_batches, 2);
     test_capture_begin();
-    ck_assert_int_eq(hp_feed_counts(100, 0, 64, 2, &n), -HP_EINVAL);
+    ck_assert_int_eq(hp_feed_counts(60000, 10000, 100, 0, 64, 2, &n), -HP_EINVAL);
     ck_assert(strstr(test_capture_end(), "more than the 100 training samples") != NULL);
 }
 END_TEST
