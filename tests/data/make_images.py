@@ -14,8 +14,12 @@ training and first --val test images as
       KEY.cls (the decimal label), KEY the image's index in its split (6 digits), plus
       OUT/classes.txt (the class names, one a line, in label order).
 
+  --format idx: the same first images as gzip IDX files again (Fashion-MNIST's four file names),
+      so that an IDX run and an image run train on the very same samples.
+
 CLASS is one of 0_tshirt 1_trouser 2_pullover 3_dress 4_coat 5_sandal 6_shirt 7_sneaker 8_bag
-9_ankle_boot, so that sorted order is label order. Images are grey (1 channel) at 28 x 28 unless
+9_ankle_boot, so that sorted order is label order; a class without an image in a split has no
+folder there (the first 100 training images have all ten classes). Images are grey (1 channel) at 28 x 28 unless
 --size S (resized to S x S, bilinear) or --rgb (3 channels, the grey repeated).
 
 Bad data for tests: --corrupt K truncates K training images to half their bytes (every
@@ -110,11 +114,12 @@ def write_folder(Image, out, split, imgs, labels, rows, cols, args, bad):
     ext = "png" if args.png else "jpg"
     base = os.path.join(out, split)
     os.mkdir(base)
-    for c in CLASSES:
-        os.mkdir(os.path.join(base, c))
     for i, (px, lab) in enumerate(zip(imgs, labels)):
         data = encode(Image, px, rows, cols, args, ext)
-        path = os.path.join(base, CLASSES[lab], "%05d.%s" % (i, ext))
+        cdir = os.path.join(base, CLASSES[lab])
+        if not os.path.isdir(cdir):  # only the classes that have images
+            os.mkdir(cdir)
+        path = os.path.join(cdir, "%05d.%s" % (i, ext))
         if i in bad:
             data = data[:len(data) // 2]
             print("corrupt: " + path)
@@ -147,6 +152,21 @@ def write_shards(Image, out, split, imgs, labels, rows, cols, args, bad):
                     tar_add(tf, key + ".cls", b"%d" % labels[i])
 
 
+def gz_new(path, data):
+    """A new gzip file holding data, its header's time 0 and no name (deterministic)."""
+    with open(path, "xb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:
+            f.write(data)
+
+
+def write_idx(out, split, imgs, labels, rows, cols, bad):
+    if bad:
+        fail("--corrupt is for images, not --format idx")
+    gz_new(os.path.join(out, FILES[split][0]),
+           struct.pack(">IIII", 2051, len(imgs), rows, cols) + b"".join(imgs))
+    gz_new(os.path.join(out, FILES[split][1]), struct.pack(">II", 2049, len(imgs)) + labels)
+
+
 def parse_args():
     p = argparse.ArgumentParser(
         description="Write Fashion-MNIST (gzip IDX) out as a JPEG/PNG image folder "
@@ -158,8 +178,9 @@ def parse_args():
     p.add_argument("out", metavar="OUT", help="the output directory (new, or empty)")
     p.add_argument("--src", default="/usr/share/datasets/fashion-mnist",
                    help="the directory of the gzip IDX files (default %(default)s)")
-    p.add_argument("--format", choices=["folder", "shards"], default="folder",
-                   help="an image folder (default) or PNG tar shards")
+    p.add_argument("--format", choices=["folder", "shards", "idx"], default="folder",
+                   help="an image folder (default), PNG tar shards, or gzip IDX files (the same "
+                   "first images as Fashion-MNIST's files)")
     p.add_argument("--png", action="store_true", help="folder: PNG files instead of JPEG")
     p.add_argument("--quality", type=int, default=95, help="JPEG quality 1-100 (default 95)")
     p.add_argument("--train", type=int, default=None, metavar="N",
@@ -184,6 +205,8 @@ def parse_args():
         v = getattr(a, name)
         if v is not None and v < 0:
             p.error("--%s %d: must be 0 or more" % (name, v))
+    if a.format == "idx" and (a.size or a.rgb or a.corrupt):
+        p.error("--format idx writes the images as stored: no --size, --rgb or --corrupt")
     if a.png and a.format != "folder":
         p.error("--png is for --format folder (shards are always PNG)")
     if a.corrupt < 0:
@@ -210,7 +233,7 @@ def main():
             fail("%s exists and is not empty: refused (nothing is overwritten)" % out)
     else:
         os.makedirs(out)
-    write = write_folder if args.format == "folder" else write_shards
+    write = {"folder": write_folder, "shards": write_shards}.get(args.format)
     for split in ("train", "val"):
         count = getattr(args, split)
         if count == 0:
@@ -219,7 +242,10 @@ def main():
         if split == "train" and args.corrupt > len(imgs):
             fail("--corrupt %d: more than the %d training images" % (args.corrupt, len(imgs)))
         bad = corrupt_ids(len(imgs), args.corrupt) if split == "train" else set()
-        write(Image, out, split, imgs, labels, rows, cols, args, bad)
+        if write:
+            write(Image, out, split, imgs, labels, rows, cols, args, bad)
+        else:
+            write_idx(out, split, imgs, labels, rows, cols, bad)
         print("%s: %d images" % (split, len(imgs)))
     if args.format == "shards":
         write_new(os.path.join(out, "classes.txt"), ("\n".join(CLASSES) + "\n").encode())
