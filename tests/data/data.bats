@@ -289,3 +289,17 @@ train_on() {
     [ -n "$h1" ]
     [ "$h1" = "$h3" ]
 }
+
+@test "the timeline has a data track on each first stage, which tests/bench/data/data_wait.py reads" {
+    run "$HETPIPE" run --local --model tests/models/small224-10.ini --cluster tests/clusters/mix2.ini \
+        --policy np --data "$D/rgb" --batch 8 --epochs 1 --train-limit 160 --test-limit 20 \
+        --emulate off --log-every 0 --timeline "$TMP/t.json" --keep --run-dir "$TMP/run"
+    [ "$status" -eq 0 ]
+    run python3 tests/bench/data/data_wait.py "$TMP/run"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # one line per VW's first stage (two VWs), and the share
+    [ "$(echo "$output" | grep -c '^data wait: rank .* minibatches$')" -eq 2 ]
+    echo "$output" | grep -q '^data wait share: [0-9.]*% (largest over 2 input ranks)$'
+    grep -q '"cat":"data"' "$TMP/t.json"
+}
