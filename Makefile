@@ -62,6 +62,8 @@ UCX_CFLAGS      := $(shell pkg-config --cflags ucx 2>/dev/null)
 UCX_LIBS        := $(or $(shell pkg-config --libs ucx 2>/dev/null),-lucp -lucs)
 PMIX_CFLAGS     := $(shell pkg-config --cflags pmix 2>/dev/null)
 PMIX_LIBS       := $(or $(shell pkg-config --libs pmix 2>/dev/null),-lpmix)
+IMAGE_CFLAGS    := $(shell pkg-config --cflags libpng libturbojpeg 2>/dev/null)
+IMAGE_LIBS      := $(or $(shell pkg-config --libs libpng libturbojpeg 2>/dev/null),-lpng16 -lturbojpeg)
 # libslurm (no pkg-config file in Debian): typed-GPU discovery for hetpipe launch
 HP_SLURM   ?= $(if $(wildcard /usr/include/slurm/slurm.h),1,0)
 SLURM_LIBS := $(if $(filter 1,$(HP_SLURM)),-lslurm,)
@@ -81,6 +83,7 @@ HP_LDFLAGS := $(SANFLAGS)
 # gets neither UCX's nor PMIx's headers: it reaches them only through hetpipe-rank --self-check.
 COMMON_INC   := -Icommon
 RUNTIME_INC  := -Icommon -Iruntime $(OPENBLAS_CFLAGS) $(UCX_CFLAGS) $(PMIX_CFLAGS)
+RUNTIME_INC  += $(IMAGE_CFLAGS)
 LAUNCHER_INC := -Icommon -Iruntime -Ilauncher
 $(BUILD)/common/%.o:   LAYER_INC = $(COMMON_INC)
 $(BUILD)/runtime/%.o:  LAYER_INC = $(RUNTIME_INC)
@@ -94,6 +97,8 @@ HP_CFLAGS = $(BASE_CFLAGS) $(LAYER_INC)
 # into it, its link would fail. No CUDA library is linked: hetpipe-cuda.so is dlopen()ed.
 COMMON_LIBS   := -liniparser -lz -lm
 COMPUTE_LIBS  := $(OPENBLAS_LIBS) -lpthread -ldl
+COMPUTE_LIBS  += $(IMAGE_LIBS)
+COMPUTE_LIBS  += -larchive
 RANK_LIBS     := $(UCX_LIBS) $(PMIX_LIBS)
 LAUNCHER_LIBS := $(SLURM_LIBS)
 
@@ -108,6 +113,8 @@ RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.
                  runtime/link.c runtime/feed.c runtime/jobpoint.c runtime/pause.c runtime/evaluate.c \
                  runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_store.c \
                  runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c
+RUNTIME_SRCS  += runtime/image.c
+RUNTIME_SRCS  += runtime/source.c runtime/source_idx.c runtime/source_folder.c runtime/source_shards.c
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
                  launcher/slurm.c launcher/planjob.c launcher/layout.c launcher/rundir.c \
                  launcher/proc.c launcher/tlmerge.c launcher/svg.c launcher/jobdata.c \
@@ -293,11 +300,14 @@ FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(WERROR) $(FUZZ_SAN) -DHP
                 -DHP_HAVE_SLURM=0 -DHP_DATADIR='"$(DATADIR)"' -DHP_SYSCONFDIR='"$(SYSCONFDIR)"' \
                 -DHP_LIBDIR='"$(LIBDIR)"' -Icommon -Iruntime -Ilauncher $(OPENBLAS_CFLAGS) \
                 $(UCX_CFLAGS) $(PMIX_CFLAGS) -MMD -MP
+FUZZ_CFLAGS  += $(IMAGE_CFLAGS)
 FUZZ_LIB_SRCS := $(COMMON_SRCS) $(RUNTIME_SRCS) launcher/slurm.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_LIB      := $(FUZZ_BUILD)/libhp_fuzz.a
 FUZZ_NAMES    := siteconf model cluster plan binding address msgheader options gres manifest timeline \
+                 image \
                  $(if $(filter 1,$(HAVE_SPANK)),plugstack)
+FUZZ_NAMES    += tar folder
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_LINK     := $(FUZZ_LIB) $(RANK_LIBS) $(COMPUTE_LIBS) $(COMMON_LIBS)
 

@@ -13,7 +13,7 @@ static const char *const cmd_names[HP_CMD_COUNT] = {
     [HP_CMD_TRAIN] = "train",   [HP_CMD_MODEL] = "model",       [HP_CMD_TIME] = "time",
     [HP_CMD_PLAN] = "plan",     [HP_CMD_PROFILE] = "profile",   [HP_CMD_RUN] = "run",
     [HP_CMD_LAUNCH] = "launch", [HP_CMD_RANK] = "hetpipe-rank", [HP_CMD_DOCTOR] = "doctor",
-    [HP_CMD_REPORT] = "report", [HP_CMD_TIMELINE] = "timeline",
+    [HP_CMD_REPORT] = "report", [HP_CMD_TIMELINE] = "timeline", [HP_CMD_DATA] = "data",
 };
 
 const char *hp_cli_name(enum hp_cmd cmd)

@@ -38,6 +38,7 @@ enum hp_cmd {
     HP_CMD_DOCTOR,
     HP_CMD_REPORT,
     HP_CMD_TIMELINE,
+    HP_CMD_DATA,
     HP_CMD_COUNT
 };
 
@@ -91,6 +92,7 @@ enum hp_ckpt_write { HP_CKPT_WRITE_BACKGROUND, HP_CKPT_WRITE_WAIT };
 enum hp_device_choice { HP_DEVICE_CHOICE_CPU, HP_DEVICE_CHOICE_CUDA, HP_DEVICE_CHOICE_AUTO };
 enum hp_liveness { HP_LIVENESS_WATCH, HP_LIVENESS_EXIT };
 enum hp_clock_sync { HP_CLOCK_SYNC_AUTO, HP_CLOCK_SYNC_MEASURE };
+enum hp_split_choice { HP_SPLIT_CHOICE_TRAIN, HP_SPLIT_CHOICE_VAL, HP_SPLIT_CHOICE_BOTH };
 
 /* A word that stands for a number ("auto" = 0 for --nm). */
 struct hp_opt_special {

@@ -21,6 +21,8 @@ int hp_cmd_doctor(int argc, char **argv);
 /* hetpipe report: the HTML page of a finished job (jobreport.h). */
 int hp_cmd_report_html(int argc, char **argv);
 int hp_cmd_timeline(int argc, char **argv);
+/* hetpipe data check|pack: a data set's contents; an image folder into tar shards. */
+int hp_cmd_data(int argc, char **argv);
 
 /* Command cmd's command line into o (set to cmd's defaults first), through the table; no
  * argument may follow the options unless `args` (then *rest is the first); --threads applied.

@@ -360,8 +360,10 @@ static void warn_data(struct wlist *w, const struct hp_jobdata *d)
         const double busy = x->train_s - x->data_wait_s;
         const double need = busy > 0 ? (double)x->minibatches * p->opts.batch / busy : 0;
         if (x->data_skipped > 0)
-            warn(w, "warn", "VW %d (rank %d): %.0f samples could not be decoded and were skipped "
-                 "(--data-on-error skip; rank-%d.log names them)", v, r, x->data_skipped, r);
+            warn(w, "warn",
+                 "VW %d (rank %d): %.0f samples could not be decoded and were skipped "
+                 "(--data-on-error skip; rank-%d.log names them)",
+                 v, r, x->data_skipped, r);
         if (share > 0.02 && per_thread > 0)
             warn(w, "warn",
                  "VW %d (rank %d) waited %.2f s for data, %.1f%% of its training time: %.0f "

@@ -30,6 +30,7 @@ static const struct {
     {"report", hp_cmd_report_html,
      "write an HTML page about a finished job from its run directory"},
     {"timeline", hp_cmd_timeline, "merge a job's timeline (--timeline) into one Chrome trace"},
+    {"data", hp_cmd_data, "check a data set (classes, counts, images); pack a folder into shards"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -296,10 +296,9 @@ int hp_job_resume(struct hp_options *o, struct hp_job *job, const char *cmd, cha
         hp_ckpt_info_release(&ci);
         return -HP_EDATA;
     }
-    const int same =
-        hp_ckpt_same_data(&ci, ntrain, o->epochs,
-                          !strcmp(hp_opt_word(HP_OPT_SCHEDULE, o->schedule), "cosine"), why,
-                          sizeof(why));
+    const int same = hp_ckpt_same_data(&ci, ntrain, o->epochs,
+                                       !strcmp(hp_opt_word(HP_OPT_SCHEDULE, o->schedule), "cosine"),
+                                       why, sizeof(why));
     if (same < 0) {
         hp_error("%s: option '--resume': %s: %s", cmd, ci.dir, why);
         hp_ckpt_info_release(&ci);

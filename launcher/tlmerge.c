@@ -192,8 +192,8 @@ static long write_events(FILE *f, const struct hp_tl_job *job, int nvws)
                     "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"mb\":%" PRId64 ",\"wave\":%d,"
                     "\"peer\":%d,\"bytes\":%" PRId64 "}}",
                     name, hp_tl_kind_names[e->kind], pid_of(&job->meta[r], nvws),
-                    e->kind == HP_TL_DATA ? DATA_TID + r : r,
-                    us(job, r, e->t0), (e->t1 - e->t0) * 1e6, e->mb, e->wave, e->peer, e->bytes);
+                    e->kind == HP_TL_DATA ? DATA_TID + r : r, us(job, r, e->t0),
+                    (e->t1 - e->t0) * 1e6, e->mb, e->wave, e->peer, e->bytes);
             count++;
         }
     return count;

@@ -28,12 +28,12 @@
 #define WARN_SKIPS 10 /* skipped samples named one by one, per feed */
 
 struct slot {
-    long j;            /* the minibatch in it; -1 free; HP_FEED_TEST_SLOT: the test batch */
-    int done, bad;     /* samples prepared; of them, failed */
-    float *x;          /* [batch][sample] */
-    int32_t *lab;      /* [batch] */
+    long j;                /* the minibatch in it; -1 free; HP_FEED_TEST_SLOT: the test batch */
+    int done, bad;         /* samples prepared; of them, failed */
+    float *x;              /* [batch][sample] */
+    int32_t *lab;          /* [batch] */
     unsigned char *failed; /* [batch] */
-    char err[600];     /* the first failure */
+    char err[600];         /* the first failure */
 };
 
 struct hp_feed {
@@ -43,10 +43,10 @@ struct hp_feed {
     struct hp_image_tf tf_train, tf_eval;
     size_t sample_floats;
     char what[4200];
-    int shards;   /* the shards' order (contiguous ranges per VW) */
+    int shards; /* the shards' order (contiguous ranges per VW) */
     int epoch;
     uint64_t epoch_seed;
-    long *order;  /* [my_mb x batch]: the VW's sample ids this epoch */
+    long *order;    /* [my_mb x batch]: the VW's sample ids this epoch */
     long *test_ids; /* [batch] */
     /* the pool */
     pthread_mutex_t mu;
@@ -58,9 +58,9 @@ struct hp_feed {
     int nq;
     long cur_j, end_j; /* the cursor: minibatch cur_j's sample cur_i next, up to end_j */
     int cur_i;
-    int test_i;        /* the test batch's next sample (batch: none to do) */
-    long given;        /* the minibatch given out (its slot held until the next ask), -1 */
-    int busy;          /* items being prepared */
+    int test_i; /* the test batch's next sample (batch: none to do) */
+    long given; /* the minibatch given out (its slot held until the next ask), -1 */
+    int busy;   /* items being prepared */
     /* stats */
     long decoded, skipped, skipped_epoch, depth_sum, asks, warned;
     double decode_s, wait_s;
@@ -289,9 +289,9 @@ static int shard_order(struct hp_feed *f, long *all)
         const int sh = sp[i];
         const long first = s->shard_first[HP_SPLIT_TRAIN][sh];
         const int cnt = (int)s->shard_n[HP_SPLIT_TRAIN][sh];
-        hp_permute(mp, cnt,
-                   hp_rng_derive(hp_rng_derive(f->c.seed, 0x4000 + (uint64_t)f->epoch),
-                                 (uint64_t)sh));
+        hp_permute(
+            mp, cnt,
+            hp_rng_derive(hp_rng_derive(f->c.seed, 0x4000 + (uint64_t)f->epoch), (uint64_t)sh));
         for (int m = 0; m < cnt; m++)
             all[k++] = first + mp[m];
     }
@@ -583,10 +583,8 @@ static int input_setup(struct hp_feed *f)
 static void transforms(struct hp_feed *f)
 {
     const struct hp_shape in = f->c.model->input;
-    struct hp_image_tf tf = {.c = in.c,
-                             .h = in.h,
-                             .w = in.w,
-                             .aug = f->c.augment ? HP_AUG_NONE : HP_AUG_STANDARD};
+    struct hp_image_tf tf = {
+        .c = in.c, .h = in.h, .w = in.w, .aug = f->c.augment ? HP_AUG_NONE : HP_AUG_STANDARD};
 
     hp_image_norm_defaults(in.c, tf.mean, tf.std);
     f->tf_train = tf;

@@ -56,12 +56,12 @@ struct hp_feed_config {
     int batch, nvws, v;
     long train_limit, test_limit;
     uint64_t seed;
-    int threads;       /* --data-threads (0: the cores this process may use) */
-    int queue;         /* --data-queue */
-    int augment;       /* --data-augment: 0 standard, 1 none */
-    int skip_errors;   /* --data-on-error skip */
+    int threads;        /* --data-threads (0: the cores this process may use) */
+    int queue;          /* --data-queue */
+    int augment;        /* --data-augment: 0 standard, 1 none */
+    int skip_errors;    /* --data-on-error skip */
     double error_limit; /* --data-error-limit */
-    int timeout_ms;    /* the longest wait for one minibatch */
+    int timeout_ms;     /* the longest wait for one minibatch */
 };
 
 struct hp_feed;
@@ -94,12 +94,12 @@ int hp_feed_test(struct hp_feed *f, int b, const float **x, int32_t *lab, int32_
 /* What the input has done so far (an input feed; zeros otherwise). */
 struct hp_feed_stats {
     int threads, queue;
-    long decoded;       /* samples prepared */
-    long skipped;       /* samples that could not be decoded, skipped */
-    double decode_s;    /* the threads' time preparing samples (thread CPU time) */
-    double wait_s;      /* the pipeline's time waiting for a minibatch */
-    double depth_mean;  /* minibatches ready when one was asked for, on average */
-    long asks;          /* minibatches asked for */
+    long decoded;      /* samples prepared */
+    long skipped;      /* samples that could not be decoded, skipped */
+    double decode_s;   /* the threads' time preparing samples (thread CPU time) */
+    double wait_s;     /* the pipeline's time waiting for a minibatch */
+    double depth_mean; /* minibatches ready when one was asked for, on average */
+    long asks;         /* minibatches asked for */
 };
 void hp_feed_get_stats(const struct hp_feed *f, struct hp_feed_stats *out);
 

@@ -13,7 +13,10 @@
  *   of support max(1, scale)), then (x / 255 - mean[c]) / std[c].
  * Every random choice comes from `seed` alone (the caller derives it from the job's seed, the
  * epoch and the sample's id): the same seed gives the same floats, on any thread.
- * Channels: 1 (decoded as grey) or 3 (RGB; a grey image is repeated).
+ * Channels: 1 (decoded as grey) or 3 (RGB; a grey image is repeated). As PIL's convert():
+ * alpha and PNG transparency are dropped, colour to grey is ITU-R 601 luma, a CMYK JPEG is
+ * taken as Adobe's inverted CMYK. A JPEG is decoded at 1/8, 1/4, 1/2 or all of its size: the
+ * smallest that leaves at least one decoded pixel per output pixel in the region sampled.
  */
 #ifndef HP_IMAGE_H
 #define HP_IMAGE_H

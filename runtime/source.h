@@ -64,7 +64,22 @@ struct hp_source {
     char **shard_path[2]; /* [nshards] */
     long *shard_first[2]; /* [nshards]: the first id */
     long *shard_n[2];     /* [nshards]: samples */
+    /* entries that are not samples, passed over (for `hetpipe data check`): a folder's files
+     * without a .jpg/.jpeg/.png extension and directories inside class folders, a shard's
+     * members of other extensions and its directories */
+    long nskipped[2];
 };
+
+/* A shard source's cache (source_shards.c: at most 2 whole shards in memory, the one being
+ * read and the next, loaded ahead along begin()'s order by one thread), for tests and
+ * `hetpipe data`: shards loaded so far, the most resident at once, their most bytes at once. */
+struct hp_shard_stats {
+    long loads;
+    int max_resident;
+    size_t max_bytes;
+};
+/* 0, or -HP_EINVAL when s is not a shard source. */
+int hp_source_shard_stats(struct hp_source *s, struct hp_shard_stats *out);
 
 /* Open the data set at `dir` for a model whose `dataset =` is `dataset` (fashion-mnist,
  * imagenet): what is there decides the format: IDX files (train-images-idx3-ubyte.gz, ...),
@@ -84,5 +99,12 @@ const char *hp_source_kind_name(const struct hp_source *s);
 int hp_source_open_idx(const char *dir, int need_val, struct hp_source **out);
 int hp_source_open_folder(const char *dir, int need_val, struct hp_source **out);
 int hp_source_open_shards(const char *dir, int need_val, struct hp_source **out);
+
+/* For the format modules: free what struct hp_source's common fields point to (classes,
+ * shard arrays); not s itself. */
+void hp_source_free_common(struct hp_source *s);
+/* The class of sample `id` in a split whose ids are grouped by class: first[k] is class k's
+ * first id (first[nclasses] = n). */
+int32_t hp_source_class_of(const long *first, int nclasses, long id);
 
 #endif

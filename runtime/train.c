@@ -247,8 +247,8 @@ int hp_train_run(const struct hp_options *o, struct hp_train_result *res)
     for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
         rc = train_epoch(&t, epoch, res);
         if (!rc)
-            rc = evaluate(t.net, t.be, t.feed, t.in_floats, t.hlab, &res->test_loss,
-                          &res->test_acc);
+            rc =
+                evaluate(t.net, t.be, t.feed, t.in_floats, t.hlab, &res->test_loss, &res->test_acc);
         if (rc)
             break;
         printf("epoch %d/%ld test loss %.4f accuracy %.2f%% (%.1f s of training, %.0f img/s)\n",

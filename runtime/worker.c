@@ -67,7 +67,7 @@ struct worker {
     struct hp_ckpt_job ck;
     struct hp_ckpt_pending *pending; /* a checkpoint being written in the background */
     struct hp_ckpt_info pending_at;  /* where it was taken (the reporter's report) */
-    struct hp_ckpt_resume from; /* where this run starts */
+    struct hp_ckpt_resume from;      /* where this run starts */
     /* the run */
     long ek;          /* VW 0 evaluates every ek of its minibatches (0: at epochs' ends) */
     long total_steps; /* of the learning-rate schedule */
@@ -306,8 +306,8 @@ static int ckpt_finish(struct worker *w, int wait, int tell, unsigned flags);
  * span ends at q (a pause, pause.h: a request, or a checkpoint due in time). */
 static int pause_here(struct worker *w, long q, int *end)
 {
-    const int due = w->reporter && w->cadence.every_s > 0 &&
-                    hp_now_s() - w->last_ckpt_t >= w->cadence.every_s;
+    const int due =
+        w->reporter && w->cadence.every_s > 0 && hp_now_s() - w->last_ckpt_t >= w->cadence.every_s;
 
     *end = 0;
     if (w->s != 0 || !w->cadence.on)
@@ -506,8 +506,7 @@ static int ckpt_finish(struct worker *w, int wait, int tell, unsigned flags)
 static int checkpoint(struct worker *w, long seq, unsigned flags, int epoch, long nb)
 {
     const long ep = nb < 0 ? epoch + 1 : epoch, mb = nb < 0 ? 0 : nb;
-    const int wait =
-        (flags & HP_VERDICT_REQUEST) || w->o->checkpoint_write == HP_CKPT_WRITE_WAIT;
+    const int wait = (flags & HP_VERDICT_REQUEST) || w->o->checkpoint_write == HP_CKPT_WRITE_WAIT;
     struct hp_ckpt_info *where = &w->pending_at;
     struct hp_ckpt_units u = {0};
     const double t0 = hp_now_s();
@@ -721,22 +720,22 @@ static int data_setup(struct worker *w)
 {
     const struct hp_options *o = w->o;
     const size_t lab = (size_t)w->batch * sizeof(int32_t) + sizeof(int32_t);
-    const struct hp_feed_config fc = {
-        .dir = o->data,
-        .model = w->model,
-        .mode = (w->s == 0 ? HP_FEED_INPUT : HP_FEED_COUNTS) | (w->v == 0 ? HP_FEED_TEST : 0),
-        .batch = w->batch,
-        .nvws = w->nvws,
-        .v = w->v,
-        .train_limit = o->train_limit,
-        .test_limit = o->test_limit,
-        .seed = (uint64_t)w->plan->opts.seed,
-        .threads = (int)o->data_threads,
-        .queue = (int)o->data_queue,
-        .augment = o->data_augment,
-        .skip_errors = o->data_on_error == 1,
-        .error_limit = o->data_error_limit,
-        .timeout_ms = w->timeout_ms};
+    const struct hp_feed_config fc = {.dir = o->data,
+                                      .model = w->model,
+                                      .mode = (w->s == 0 ? HP_FEED_INPUT : HP_FEED_COUNTS) |
+                                              (w->v == 0 ? HP_FEED_TEST : 0),
+                                      .batch = w->batch,
+                                      .nvws = w->nvws,
+                                      .v = w->v,
+                                      .train_limit = o->train_limit,
+                                      .test_limit = o->test_limit,
+                                      .seed = (uint64_t)w->plan->opts.seed,
+                                      .threads = (int)o->data_threads,
+                                      .queue = (int)o->data_queue,
+                                      .augment = o->data_augment,
+                                      .skip_errors = o->data_on_error == 1,
+                                      .error_limit = o->data_error_limit,
+                                      .timeout_ms = w->timeout_ms};
     int rc = hp_feed_open(&fc, &w->feed);
 
     if (!rc)
@@ -876,9 +875,8 @@ static int run_setup(struct worker *w)
                                  .plan_path = o->plan,
                                  .keep = (int)o->checkpoint_keep};
     if (!rc)
-        rc =
-            hp_ckpt_cadence_init(&w->cadence, o->checkpoint_dir, o->checkpoint_every.samples,
-                                 o->checkpoint_every.seconds, (long)w->nvws * w->batch);
+        rc = hp_ckpt_cadence_init(&w->cadence, o->checkpoint_dir, o->checkpoint_every.samples,
+                                  o->checkpoint_every.seconds, (long)w->nvws * w->batch);
     if (!rc)
         rc = timeline_open(w);
     return rc;

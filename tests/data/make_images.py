@@ -58,8 +58,9 @@ def read_gz(path, limit):
         fail("%s: %s" % (path, e))
 
 
-def read_idx(src, split, count):
-    """The first `count` images (bytes of rows*cols each), their labels, rows, cols."""
+def read_idx(src, split, count, classes=None):
+    """The first `count` images (bytes of rows*cols each) of `classes` (a set of labels; None:
+    all), their labels, rows, cols."""
     ipath = os.path.join(src, FILES[split][0])
     lpath = os.path.join(src, FILES[split][1])
     head = read_gz(ipath, 16)
@@ -68,6 +69,13 @@ def read_idx(src, split, count):
     magic, n, rows, cols = struct.unpack(">IIII", head)
     if magic != 2051 or rows < 1 or cols < 1 or rows > 4096 or cols > 4096:
         fail("%s: not an IDX3 image file (magic %d, %d x %d)" % (ipath, magic, rows, cols))
+    if classes is not None:  # all of them, then the first `count` of those classes
+        imgs, labels, rows, cols = read_idx(src, split, n)
+        keep = [i for i, l in enumerate(labels) if l in classes]
+        count = len(keep) if count is None else count
+        if count > len(keep):
+            fail("--%s %d: %s holds only %d images of --classes" % (split, count, ipath, len(keep)))
+        return [imgs[i] for i in keep[:count]], bytes(labels[i] for i in keep[:count]), rows, cols
     count = n if count is None else count
     if count > n:
         fail("--%s %d: %s holds only %d images" % (split, count, ipath, n))
@@ -192,6 +200,10 @@ def parse_args():
     p.add_argument("--rgb", action="store_true", help="3 channels (the grey repeated)")
     p.add_argument("--shard-samples", type=int, default=1000, metavar="N",
                    help="shards: samples per shard (default 1000)")
+    p.add_argument("--classes", default=None, metavar="LIST",
+                   help="only these classes (labels 0-9, comma-separated, e.g. 1,8): their first "
+                   "--train / --val images, in class folders of their names (a data set of "
+                   "that many classes, labels in sorted order)")
     p.add_argument("--corrupt", type=int, default=0, metavar="K",
                    help="truncate K training images to half their bytes (bad data for tests)")
     a = p.parse_args()
@@ -209,6 +221,15 @@ def parse_args():
         p.error("--format idx writes the images as stored: no --size, --rgb or --corrupt")
     if a.png and a.format != "folder":
         p.error("--png is for --format folder (shards are always PNG)")
+    if a.classes is not None:
+        try:
+            a.classes = set(int(c) for c in a.classes.split(","))
+        except ValueError:
+            p.error("--classes %s: labels 0-9, comma-separated" % a.classes)
+        if not a.classes or not a.classes <= set(range(len(CLASSES))):
+            p.error("--classes: labels 0-9, comma-separated")
+        if a.format != "folder":
+            p.error("--classes is for --format folder")
     if a.corrupt < 0:
         p.error("--corrupt %d: must be 0 or more" % a.corrupt)
     return a
@@ -238,7 +259,7 @@ def main():
         count = getattr(args, split)
         if count == 0:
             continue
-        imgs, labels, rows, cols = read_idx(args.src, split, count)
+        imgs, labels, rows, cols = read_idx(args.src, split, count, args.classes)
         if split == "train" and args.corrupt > len(imgs):
             fail("--corrupt %d: more than the %d training images" % (args.corrupt, len(imgs)))
         bad = corrupt_ids(len(imgs), args.corrupt) if split == "train" else set()

@@ -5,6 +5,7 @@
 fuzz_maxlen() {
     case "$1" in
     plan) echo 65536 ;;
+    tar) echo 32768 ;; # a few 512-byte headers and their members
     plugstack) echo 16384 ;; # the plugin keeps 8192 bytes of arguments: more must be refused
     msgheader) echo 128 ;;
     gres | options) echo 2048 ;;

@@ -19,5 +19,7 @@ Suite *suite_options(void);
 Suite *suite_ckpt(void);
 Suite *suite_worker(void);
 Suite *suite_ps(void);
+Suite *suite_image(void);
+Suite *suite_source(void);
 
 #endif
