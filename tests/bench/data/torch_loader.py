@@ -5,8 +5,10 @@ with torchvision's ImageNet training transforms (PIL): RandomResizedCrop(SIZE, d
 RandomHorizontalFlip, ToTensor, Normalize(ImageNet mean/std); num_workers WORKERS (each worker
 one torch thread, as the DataLoader sets), batch 32, a seeded random order (epochs
 concatenated). The first 2 x WORKERS batches are a warm-up (workers starting, caches); then
-SAMPLES samples (rounded up to whole batches) are timed by the wall clock.
-Prints one line: torch images_per_s=X workers=N samples=K."""
+SAMPLES samples (rounded up to whole batches) are timed by the wall clock, and the CPU time of
+the main process and its workers (/proc/PID/stat) over them.
+Prints one line: torch images_per_s=X workers=N samples=K seconds=S cpu_s=C images_per_cpu_s=Y."""
+import os
 import sys
 import time
 
@@ -44,13 +46,29 @@ def main():
     it = iter(loader)
     for _ in range(warm):
         next(it)
+    pids = [w.pid for w in getattr(it, "_workers", [])]
+    c0 = cpu_s(pids) + time.process_time()
     t0 = time.perf_counter()
     n = 0
-    for x, _ in it:
+    for _ in range(nbatches - warm):
+        x, _ = next(it)
         n += x.shape[0]
     dt = time.perf_counter() - t0
-    print("torch images_per_s=%.1f workers=%d samples=%d seconds=%.3f" % (n / dt, workers, n, dt))
+    cpu = cpu_s(pids) + time.process_time() - c0  # the workers still run: read before the end
+    print("torch images_per_s=%.1f workers=%d samples=%d seconds=%.3f cpu_s=%.3f "
+          "images_per_cpu_s=%.1f" % (n / dt, workers, n, dt, cpu, n / cpu if cpu > 0 else 0))
     return 0
+
+
+def cpu_s(pids):
+    """User + system CPU seconds of the processes pids (their /proc/PID/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 if __name__ == "__main__":
