@@ -300,6 +300,6 @@ train_on() {
     [ "$status" -eq 0 ]
     # one line per VW's first stage (two VWs), and the share
     [ "$(echo "$output" | grep -c '^data wait: rank .* minibatches$')" -eq 2 ]
-    echo "$output" | grep -q '^data wait share: [0-9.]*% (largest over 2 input ranks)$'
+    echo "$output" | grep -q '^data wait share: [0-9.]*% (largest over 2 input ranks); steady state [0-9.]*%$'
     grep -q '"cat":"data"' "$TMP/t.json"
 }

@@ -4,10 +4,13 @@
 --run-dir RUN_DIR): for each first-stage worker rank (role worker or replica, stage 0: the
 rank that takes prepared minibatches from its input queue), the seconds of its "data" events
 (waiting for the next minibatch) against its training time: from its first event to its last
-forward, backward or update, less its evaluation and checkpoint events. Prints a line per such
-rank and one with the largest share:
-  data wait: rank R (VW V): W s of T s of training (share S%), N waits, M minibatches
-  data wait share: S% (largest over N input ranks)
+forward, backward or update, less its evaluation and checkpoint events; also without the
+waits for each epoch's first minibatch (the job's start, and after each evaluation, when the
+queue starts filling anew): the steady state. Prints a line per such rank and one with the
+largest shares:
+  data wait: rank R (VW V): W s of T s of training (share S%; S2% without the waits for the
+      E epochs' first minibatches), N waits, M minibatches      (one line)
+  data wait share: S% (largest over N input ranks); steady state S2%
 Exit status 0; 1 with a line saying so when no part has a "data" event (the timeline has no
 data track), 2 on bad input."""
 import glob
@@ -43,7 +46,7 @@ def main(argv):
     if not parts:
         print("data wait: no timeline parts in %s (run with --timeline and --keep)" % argv[1])
         return 2
-    shares, any_data = [], False
+    shares, steadies, any_data = [], [], False
     for path in sorted(parts):
         meta, ev = read_part(path)
         if meta.get("role") == "shard" or meta.get("stage") != "0":
@@ -61,14 +64,25 @@ def main(argv):
         nmb = sum(1 for e in ev if e[0] == "fwd")
         share = 100.0 * wait / train if train > 0 else 0.0
         shares.append(share)
-        print("data wait: rank %s (VW %s): %.3f s of %.3f s of training (share %.2f%%), "
-              "%d waits, %d minibatches" % (meta.get("rank"), meta.get("vw"), wait, train, share,
-                                           len(data), nmb))
+        # the waits for an epoch's first minibatch: the job's start, and after each evaluation
+        starts = [min(data, key=lambda e: e[1])] if data else []
+        for p in (e for e in ev if e[0] == "eval"):
+            after = [e for e in data if e[1] >= p[2]]
+            if after:
+                starts.append(min(after, key=lambda e: e[1]))
+        first = sum(min(e[2], t1) - e[1] for e in set(starts) if e[1] < t1)
+        steady = 100.0 * (wait - first) / train if train > 0 else 0.0
+        steadies.append(steady)
+        print("data wait: rank %s (VW %s): %.3f s of %.3f s of training (share %.2f%%; %.2f%% "
+              "without the waits for the %d epochs' first minibatches), %d waits, %d minibatches"
+              % (meta.get("rank"), meta.get("vw"), wait, train, share, steady, len(set(starts)),
+                 len(data), nmb))
     if not any_data:
         print("data wait: the timeline has no \"data\" track (no data events in %d parts): "
               "not measured" % len(parts))
         return 1
-    print("data wait share: %.2f%% (largest over %d input ranks)" % (max(shares), len(shares)))
+    print("data wait share: %.2f%% (largest over %d input ranks); steady state %.2f%%"
+          % (max(shares), len(shares), max(steadies)))
     return 0
 
 
