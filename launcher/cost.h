@@ -43,22 +43,31 @@ struct hp_cost {
     double *fwd_s, *bwd_s; /* [ntypes x nunits], seconds per minibatch */
     double *prefix_fwd;    /* [ntypes x (nunits + 1)]: prefix sums of fwd_s */
     double *prefix_bwd;    /* and of bwd_s */
-    /* for O(1) stage memory, at `batch` (see above): prefix sums of a minibatch's activations
-     * and extras, each unit's input (aligned), and [nunits x nunits] tables over unit ranges
-     * [u0, v]: the bytes that do not depend on the slots (parameters, gradients, momentum,
-     * state, workspace, scratch, labels) and the bytes of one stashed version of the
-     * parameters */
-    double *p_slot, *in_bytes;
-    double *fixed, *stash;
-    /* over unit ranges, without [0] and with [1] recomputation: the activation gradient
-     * region but the input's gradient (hp_grad_place), in units of HP_ALIGN bytes */
-    uint32_t *grads[2];
+    /* for the stage memory in O(1) (O(log) for the gradients), at `batch` (see above): prefix
+     * sums of a minibatch's activations and extras, of the parameter and state bytes, each
+     * unit's input (aligned), and range maxima (sparse tables, [levels x nunits], entry
+     * [l][u] the largest over units u .. u + 2^l - 1) of the workspace, scratch and
+     * transient bytes; no table over unit ranges, so a model of thousands of units stays
+     * small */
+    double *p_slot, *in_bytes, *p_params, *p_state;
+    double *max_ws, *max_scratch, *max_temp;
+    int levels;
+    /* without [0] and with [1] recomputation: the activation gradient region but the input's
+     * gradient (hp_grad_place) of every range [u0, v], in units of HP_ALIGN bytes. It only
+     * grows as u0 goes down, so column v keeps the starts where it changes: entries
+     * grad_col[v] .. grad_col[v + 1] - 1 of grad_at (decreasing) and grad_val, the value
+     * holding from grad_at down to the next entry's */
+    size_t *grad_col[2];
+    int *grad_at[2];
+    uint32_t *grad_val[2];
     /* recomputation, segments of `seg` units (hp_model_recompute_segment): prefix sums of
      * a minibatch's outputs of the units ending a segment (aligned), each unit's output
-     * where it does not end one (kept when it ends a range), and over unit ranges the
-     * largest segment's activations and extras, its last output excluded (the work area) */
-    int seg;
-    double *p_bound, *work, *last_out;
+     * where it does not end one (kept when it ends a range); for the work area (the largest
+     * segment's activations and extras, its last output excluded): prefix sums of each
+     * unit's activations and extras, each unit's output (aligned), and the range maxima
+     * (levels over segments) of every whole segment's */
+    int seg, nseg, seg_levels;
+    double *p_bound, *last_out, *p_own, *out_bytes, *max_seg;
 };
 
 /* Fill in roofline estimates for every (type, unit) at minibatch `batch`. Caller-owned struct;

@@ -109,48 +109,167 @@ int hp_partition_evaluate(const struct hp_cost *c, const struct hp_cluster *cl,
     return fits;
 }
 
+/* The split's working memory for one VW: the DP's rows, the per-stage transfer times of
+ * every boundary, the minima of each row's blocks of PREV_BLOCK entries. */
+#define PREV_BLOCK 32
+
+struct dp {
+    int U, k;
+    double *best;        /* [k x (U + 1)] */
+    int *cut;            /* [k x (U + 1)] */
+    double *send, *back; /* [U]: forward from this stage, back into it, after unit u */
+    double *bmin;        /* [(U + 1) / PREV_BLOCK + 1] over the previous row */
+    int binding;         /* memory decided something (a failed check, a recomputation under auto) */
+};
+
+/* One stage (s, ending at j) of the DP: what stage s needs to weigh a start i. */
+struct cell {
+    const struct hp_cost *c;
+    struct dp *d;
+    const double *prev; /* row s - 1, NULL for s == 0 */
+    int s, j, type, m, first;
+    double cap, send;
+    double best;
+    int cut;
+};
+
+/* Stage time of [i, j) on the cell's type: hp_cost_stage_time's sum, from the prefix sums */
+static double stage_time(const struct cell *x, int i)
+{
+    const size_t o = (size_t)x->type * (x->c->nunits + 1);
+    const double *pf = x->c->prefix_fwd + o, *pb = x->c->prefix_bwd + o;
+
+    return (pf[x->j] - pf[i]) + (pb[x->j] - pb[i]);
+}
+
+/* Weigh start i for the cell: the bottleneck of stages 0..s with stage s = [i, j), kept when
+ * it is smaller, or equal with a larger i (the order's DP scans i downwards and keeps the
+ * first strictly smaller), and the stage fits its GPU, recomputing where c->recompute says
+ * (hp_partition_recompute; under auto its memory is looked at only for a start that would
+ * be kept). Returns 1 when it would have been kept but does not fit, else 0. */
+static int weigh(struct cell *x, int i)
+{
+    const struct hp_cost *c = x->c;
+    const double prev = x->s == 0 ? (i == 0 ? 0.0 : DBL_MAX) : x->prev[i];
+
+    if (prev == DBL_MAX)
+        return 0;
+    const double back = x->s > 0 ? x->d->back[i - 1] : 0.0;
+    const double base = stage_time(x, i) + (x->send + back);
+    int r = c->recompute == HP_RECOMPUTE_ALWAYS;
+    double cost = r ? base + hp_cost_stage_fwd(c, x->type, i, x->j) : base;
+    double b = cost > prev ? cost : prev;
+    if (!(b < x->best || (b == x->best && i > x->cut)))
+        return 0;
+    if (c->recompute == HP_RECOMPUTE_AUTO) {
+        /* it fits as it is, or recomputes (and costs more) */
+        if (hp_cost_stage_memory(c, i, x->j, x->m, x->first, 0) <= x->cap)
+            goto keep;
+        x->d->binding = 1;
+        r = 1;
+        cost = base + hp_cost_stage_fwd(c, x->type, i, x->j);
+        b = cost > prev ? cost : prev;
+        if (!(b < x->best || (b == x->best && i > x->cut)))
+            return 0;
+    }
+    if (hp_cost_stage_memory(c, i, x->j, x->m, x->first, r) > x->cap) {
+        x->d->binding = 1;
+        return 1;
+    }
+keep:
+    x->best = b;
+    x->cut = i;
+    return 0;
+}
+
+/* The best start of a cell, as the order's DP would find it scanning i from j - 1 down (the
+ * smallest bottleneck, the largest i among equals) but searched from a guess g: the starts
+ * above g only where the previous row is not already worse (block minima), those below
+ * until the stage alone (compute, its sends at their least) is no better. Without
+ * recomputation (never) a start that does not fit ends the scan where the DP's does, so
+ * that mode keeps the DP's order. */
+static void cell_search(struct cell *x, int g, double back_min)
+{
+    const struct hp_cost *c = x->c;
+    const int j = x->j, lo = x->s;
+
+    if (x->s == 0) {
+        weigh(x, 0);
+        return;
+    }
+    if (c->recompute == HP_RECOMPUTE_NEVER) {
+        /* the DP's own scan: a start that would have won and does not fit ends it */
+        for (int i = j - 1; i >= lo; i--)
+            if (stage_time(x, i) >= x->best || weigh(x, i))
+                break;
+        return;
+    }
+    weigh(x, g);
+    for (int blk = (g + 1) / PREV_BLOCK; blk * PREV_BLOCK <= j - 1; blk++) {
+        if (x->d->bmin[blk] > x->best)
+            continue;
+        const int a = blk * PREV_BLOCK > g + 1 ? blk * PREV_BLOCK : g + 1;
+        const int e = (blk + 1) * PREV_BLOCK < j ? (blk + 1) * PREV_BLOCK : j;
+        for (int i = a; i < e; i++)
+            if (x->prev[i] <= x->best)
+                weigh(x, i);
+    }
+    for (int i = g - 1; i >= lo; i--) {
+        if (stage_time(x, i) + (x->send + back_min) >= x->best)
+            break;
+        if (x->prev[i] < x->best)
+            weigh(x, i);
+    }
+}
+
 /* DP for one order and Nm: best[s][j] = smallest bottleneck of stages 0..s covering units
  * [0, j), stage s ending at j; cut[s][j] = where stage s starts. Returns the bottleneck (or
- * DBL_MAX when nothing fits) and the cuts. */
+ * DBL_MAX when nothing fits) and the cuts; d->binding says whether memory decided anything
+ * (if not, every Nm with fewer minibatches in flight gives the same split). */
 static double split(const struct hp_cost *c, const struct hp_cluster *cl, const int *order, int k,
-                    int nm, double *best, int *cut)
+                    int nm, struct dp *d)
 {
     const int U = c->nunits;
 
+    d->binding = 0;
     for (int i = 0; i < k * (U + 1); i++)
-        best[i] = DBL_MAX;
+        d->best[i] = DBL_MAX;
     for (int s = 0; s < k; s++) {
-        const double cap = capacity(cl, c, order[s]);
-        const int m = in_flight(nm, k, s);
-        /* stage s ends at j, starts at i; leaves at least one unit per later stage */
-        for (int j = s + 1; j <= U - (k - 1 - s); j++) {
-            /* i from j - 1 down: the stage grows, so its compute time and its memory only
-             * grow; once either rules the stage out, every smaller i is ruled out too (the
-             * memory of a recomputing stage need not grow: its input may be smaller) */
-            const int type = cl->gpus[order[s]].type;
-            for (int i = j - 1; i >= s; i--) {
-                if (hp_cost_stage_time(c, type, i, j) >= best[s * (U + 1) + j])
-                    break;
-                const double prev = s == 0 ? (i == 0 ? 0.0 : DBL_MAX) : best[(s - 1) * (U + 1) + i];
-                if (prev == DBL_MAX)
-                    continue;
-                const int r = hp_partition_recompute(c, i, j, m, s == 0, cap);
-                const double cost = hp_partition_stage_cost(c, cl, order, k, s, i, j) +
-                                    hp_cost_recompute_s(c, type, i, j, r);
-                const double b = cost > prev ? cost : prev;
-                if (b >= best[s * (U + 1) + j])
-                    continue;
-                if (hp_cost_stage_memory(c, i, j, m, s == 0, r) > cap) {
-                    if (c->recompute == HP_RECOMPUTE_NEVER)
-                        break;
-                    continue;
-                }
-                best[s * (U + 1) + j] = b;
-                cut[s * (U + 1) + j] = i;
-            }
+        struct cell x = {.c = c,
+                         .d = d,
+                         .s = s,
+                         .type = cl->gpus[order[s]].type,
+                         .m = in_flight(nm, k, s),
+                         .first = s == 0,
+                         .cap = capacity(cl, c, order[s])};
+        double back_min = DBL_MAX;
+        x.prev = s > 0 ? d->best + (size_t)(s - 1) * (U + 1) : NULL;
+        for (int u = 0; u + 1 < U; u++) {
+            d->send[u] = s + 1 < k ? boundary(c, cl, order[s], order[s + 1], u) : 0.0;
+            d->back[u] = s > 0 ? boundary(c, cl, order[s - 1], order[s], u) : 0.0;
+            back_min = d->back[u] < back_min ? d->back[u] : back_min;
+        }
+        for (int blk = 0; s > 0 && blk * PREV_BLOCK <= U; blk++) {
+            double mn = DBL_MAX;
+            for (int i = blk * PREV_BLOCK; i < (blk + 1) * PREV_BLOCK && i <= U; i++)
+                mn = x.prev[i] < mn ? x.prev[i] : mn;
+            d->bmin[blk] = mn;
+        }
+        /* stage s ends at j (the last stage only at U), leaving a unit per later stage */
+        int g = s;
+        for (int j = s + 1 == k ? U : s + 1; j <= U - (k - 1 - s); j++) {
+            x.j = j;
+            x.send = s + 1 < k ? d->send[j - 1] : 0.0;
+            x.best = DBL_MAX;
+            x.cut = -1;
+            cell_search(&x, g < j ? g : j - 1, back_min);
+            d->best[s * (U + 1) + j] = x.best;
+            d->cut[s * (U + 1) + j] = x.cut;
+            if (x.cut >= 0)
+                g = x.cut;
         }
     }
-    return best[(k - 1) * (U + 1) + U];
+    return d->best[(k - 1) * (U + 1) + U];
 }
 
 /* Candidate orders: all distinct permutations (by type and node) for small VWs. */
@@ -278,14 +397,103 @@ static void no_fit_error(const struct hp_cost *c, const struct hp_cluster *cl, c
                  cl->nodes[g->node].name, c->db->types[g->type].name, cap / 1073741824.0);
 }
 
+/* The candidate of one order's split (cuts in d) with Nm nm, evaluated. */
+static void candidate(const struct hp_cost *c, const struct hp_cluster *cl, const int *order, int n,
+                      int nm, const int *cut, struct hp_vw_plan *cand)
+{
+    const int U = c->nunits;
+
+    memset(cand, 0, sizeof(*cand));
+    cand->nstages = n;
+    cand->nm = nm;
+    for (int s = n - 1, j = U; s >= 0; s--) {
+        const int i0 = cut[s * (U + 1) + j];
+        cand->stages[s].gpu = order[s];
+        cand->stages[s].u0 = i0;
+        cand->stages[s].u1 = j;
+        j = i0;
+    }
+    hp_partition_evaluate(c, cl, cand);
+}
+
+/* For one Nm: the better rate wins, at equal rate the smaller bottleneck. */
+static int better(const struct hp_vw_plan *cand, const struct hp_vw_plan *b, int have)
+{
+    return !have || cand->rate > b->rate * (1.0 + 1e-9) ||
+           (cand->rate >= b->rate * (1.0 - 1e-9) &&
+            cand->bottleneck_s < b->bottleneck_s * (1.0 - 1e-9));
+}
+
+static int dp_alloc(struct dp *d, int U, int k)
+{
+    d->U = U;
+    d->k = k;
+    d->best = malloc((size_t)k * (U + 1) * sizeof(double));
+    d->cut = malloc((size_t)k * (U + 1) * sizeof(int));
+    d->send = malloc(((size_t)U + 1) * sizeof(double));
+    d->back = malloc(((size_t)U + 1) * sizeof(double));
+    d->bmin = malloc(((size_t)(U + 1) / PREV_BLOCK + 2) * sizeof(double));
+    return d->best && d->cut && d->send && d->back && d->bmin ? 0 : -HP_ENOMEM;
+}
+
+static void dp_free(struct dp *d)
+{
+    free(d->best);
+    free(d->cut);
+    free(d->send);
+    free(d->back);
+    free(d->bmin);
+}
+
+/* Every order's best split for every Nm in lo..hi into per[nm - lo] (have[]: any fits). An
+ * order is split once with the most minibatches in flight; only where memory decided
+ * something there is it split again for each smaller Nm. */
+static int search(const struct hp_cost *c, const struct hp_cluster *cl, const struct orders *o,
+                  int lo, int hi, struct hp_vw_plan *per, int *have)
+{
+    const int n = o->n, U = c->nunits;
+    struct dp d;
+    int *cut_hi = malloc((size_t)n * (U + 1) * sizeof(int));
+    int rc = dp_alloc(&d, U, n);
+
+    if (rc || !cut_hi) {
+        rc = -HP_ENOMEM;
+        goto out;
+    }
+    for (int i = 0; i < o->count; i++) {
+        const int *order = o->list + (size_t)i * n;
+        const int fits_hi = split(c, cl, order, n, hi, &d) != DBL_MAX, binding = d.binding;
+        memcpy(cut_hi, d.cut, (size_t)n * (U + 1) * sizeof(int));
+        for (int nm = lo; nm <= hi; nm++) {
+            struct hp_vw_plan cand;
+            const int *cut = cut_hi;
+            if (binding && nm < hi) {
+                if (split(c, cl, order, n, nm, &d) == DBL_MAX)
+                    continue;
+                cut = d.cut;
+            } else if (!fits_hi) {
+                continue;
+            }
+            candidate(c, cl, order, n, nm, cut, &cand);
+            if (better(&cand, &per[nm - lo], have[nm - lo])) {
+                per[nm - lo] = cand;
+                have[nm - lo] = 1;
+            }
+        }
+    }
+out:
+    dp_free(&d);
+    free(cut_hi);
+    return rc;
+}
+
 int hp_partition_vw(const struct hp_cost *c, const struct hp_cluster *cl, const int *gpus, int n,
                     int nm_max, int nm_fixed, struct hp_vw_plan *out)
 {
     const int U = c->nunits;
     struct orders o = {.n = n};
-    double *best = NULL;
-    int *cut = NULL, a[HP_MAX_VW_GPUS], rc = 0, found = 0;
-    struct hp_vw_plan cand, *per = NULL;
+    int a[HP_MAX_VW_GPUS], rc = 0, found = 0;
+    struct hp_vw_plan *per = NULL;
     int *have = NULL;
     double top = 0.0;
 
@@ -302,49 +510,21 @@ int hp_partition_vw(const struct hp_cost *c, const struct hp_cluster *cl, const 
     memcpy(a, gpus, (size_t)n * sizeof(int));
     rc = n <= HP_PARTITION_EXHAUSTIVE ? permute(cl, a, 0, n, &o)
                                       : heuristic_orders(c, cl, gpus, n, &o);
-    best = malloc((size_t)n * (U + 1) * sizeof(double));
-    cut = malloc((size_t)n * (U + 1) * sizeof(int));
-    if (rc || !best || !cut) {
-        rc = -HP_ENOMEM;
-        goto out;
-    }
     const int lo = nm_fixed ? nm_fixed : 1, hi = nm_fixed ? nm_fixed : nm_max;
     /* per[nm - lo]: the best plan with that Nm (have[]: whether any fits) */
     per = malloc((size_t)(hi - lo + 1) * sizeof(*per));
     have = calloc((size_t)(hi - lo + 1), sizeof(*have));
-    if (!per || !have) {
+    if (rc || !per || !have) {
         rc = -HP_ENOMEM;
         goto out;
     }
     memset(out, 0, sizeof(*out));
-    for (int nm = lo; nm <= hi; nm++) {
-        struct hp_vw_plan *b = &per[nm - lo];
-        for (int i = 0; i < o.count; i++) {
-            const int *order = o.list + (size_t)i * n;
-            if (split(c, cl, order, n, nm, best, cut) == DBL_MAX)
-                continue;
-            memset(&cand, 0, sizeof(cand));
-            cand.nstages = n;
-            cand.nm = nm;
-            for (int s = n - 1, j = U; s >= 0; s--) {
-                const int i0 = cut[s * (U + 1) + j];
-                cand.stages[s].gpu = order[s];
-                cand.stages[s].u0 = i0;
-                cand.stages[s].u1 = j;
-                j = i0;
-            }
-            hp_partition_evaluate(c, cl, &cand);
-            /* for one Nm: the better rate wins, at equal rate the smaller bottleneck */
-            if (!have[nm - lo] || cand.rate > b->rate * (1.0 + 1e-9) ||
-                (cand.rate >= b->rate * (1.0 - 1e-9) &&
-                 cand.bottleneck_s < b->bottleneck_s * (1.0 - 1e-9))) {
-                *b = cand;
-                have[nm - lo] = 1;
-            }
-        }
-        if (have[nm - lo] && b->rate > top)
-            top = b->rate;
-    }
+    rc = search(c, cl, &o, lo, hi, per, have);
+    if (rc)
+        goto out;
+    for (int nm = lo; nm <= hi; nm++)
+        if (have[nm - lo] && per[nm - lo].rate > top)
+            top = per[nm - lo].rate;
     /* Nm: the smallest whose rate is within the site's nm_tolerance of the best (and at least
      * as good up to rounding): each minibatch in flight beyond the first makes a stage's
      * weights one update staler, which costs accuracy per sample, so a few per cent of rate
@@ -363,7 +543,5 @@ out:
     free(per);
     free(have);
     free(o.list);
-    free(best);
-    free(cut);
     return rc;
 }

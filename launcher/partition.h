@@ -11,7 +11,12 @@
  * twice the sum of all transfers (one minibatch's way through the pipeline and back).
  *
  * For one GPU order the best split (smallest bottleneck within every GPU's memory) is a
- * dynamic programme over (stage, last unit): O(k U^2). Orders: all distinct (type, node)
+ * dynamic programme over (stage, last unit), O(k U^2) cells x starts at worst; each cell's
+ * start is searched from the previous cell's and stops where the stage alone, or the
+ * stages before it, can no longer beat what it has (bounds that cannot change the cell's
+ * choice, ties going to the later start as in a scan from the end), so it costs about the
+ * starts near the best in practice. An order is split once with the most minibatches in
+ * flight, and again for a smaller Nm only where memory decided something. Orders: all distinct (type, node)
  * orders for VWs of up to HP_PARTITION_EXHAUSTIVE GPUs; beyond that a heuristic tries four
  * orders (fastest first, slowest first, and both with each node's GPUs kept together).
  * A stage that would not fit its GPU keeping its activations may recompute them (cost.h),

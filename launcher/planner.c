@@ -162,14 +162,90 @@ static int group_snake(const struct hp_cost *c, const struct hp_cluster *cl, int
 }
 
 /* Partition every VW of a grouping; the job's rate is V x the slowest VW's. Identical VWs
- * (same types and the same pattern of shared nodes) are partitioned once. */
+ * (same types and the same pattern of shared nodes) are partitioned once per grouping. */
 struct memo {
     int n;
-    int key[HP_MAX_VW_GPUS * 2];
-    int sorted[HP_MAX_VW_GPUS]; /* the VW's GPUs in key order */
+    int key[HP_MAX_VW_GPUS * 3]; /* in a grouping 2 n ints, in the cache 3 n (see below) */
+    int sorted[HP_MAX_VW_GPUS];  /* the VW's GPUs in key order */
     int rc;
     struct hp_vw_plan plan;
 };
+
+/* Across the groupings auto tries, a table of the partitions made, by the key and the rank
+ * of each member's GPU index in the VW: with those equal, the partitioner sees the same VW
+ * up to the names of its GPUs (the orders it tries, fastest first and by node, break ties
+ * by GPU and node index, which follow the same order), so a VW found in the table gets the
+ * plan its own partitioning would have given. */
+struct memo_table {
+    struct memo *e; /* count entries of cap */
+    int count, cap;
+    int *slot; /* nslots (a power of two): entry + 1, 0 empty */
+    int nslots;
+};
+
+static unsigned memo_hash(int n, const int *key)
+{
+    unsigned h = 2166136261u ^ (unsigned)n;
+
+    for (int i = 0; i < 3 * n; i++)
+        h = (h ^ (unsigned)key[i]) * 16777619u;
+    return h;
+}
+
+/* The entry of (n, key), or NULL; *at: its slot or the empty slot where it would go */
+static struct memo *memo_find(struct memo_table *t, int n, const int *key, int *at)
+{
+    for (unsigned i = memo_hash(n, key) & (unsigned)(t->nslots - 1);;
+         i = (i + 1) & (unsigned)(t->nslots - 1)) {
+        *at = (int)i;
+        if (!t->slot[i])
+            return NULL;
+        struct memo *m = &t->e[t->slot[i] - 1];
+        if (m->n == n && memcmp(m->key, key, (size_t)n * 3 * sizeof(int)) == 0)
+            return m;
+    }
+}
+
+/* A new entry for (n, key), the table grown to stay at most half full. NULL: no memory. */
+static struct memo *memo_add(struct memo_table *t, int n, const int *key)
+{
+    int at;
+
+    if (2 * (t->count + 1) > t->nslots) {
+        const int ns = t->nslots ? 2 * t->nslots : 64;
+        int *slot = calloc((size_t)ns, sizeof(int));
+        if (!slot)
+            return NULL;
+        free(t->slot);
+        t->slot = slot;
+        t->nslots = ns;
+        for (int i = 0; i < t->count; i++) {
+            memo_find(t, t->e[i].n, t->e[i].key, &at);
+            t->slot[at] = i + 1;
+        }
+    }
+    if (t->count == t->cap) {
+        const int nc = t->cap ? 2 * t->cap : 32;
+        struct memo *e = realloc(t->e, (size_t)nc * sizeof(*e));
+        if (!e)
+            return NULL;
+        t->e = e;
+        t->cap = nc;
+    }
+    memo_find(t, n, key, &at);
+    t->slot[at] = t->count + 1;
+    struct memo *m = &t->e[t->count++];
+    m->n = n;
+    memcpy(m->key, key, (size_t)n * 3 * sizeof(int));
+    return m;
+}
+
+static void memo_release(struct memo_table *t)
+{
+    free(t->e);
+    free(t->slot);
+    memset(t, 0, sizeof(*t));
+}
 
 static void vw_key(const struct hp_cluster *cl, int *gpus, int n, int *key)
 {
@@ -201,9 +277,44 @@ static void vw_key(const struct hp_cluster *cl, int *gpus, int n, int *key)
     }
 }
 
+/* hp_partition_vw of members[0..n) (in key order, vw_key), or the cached plan of the same
+ * VW up to the names of its GPUs (see struct memo_table) mapped onto them. */
+static int partition_cached(const struct hp_cost *c, const struct hp_cluster *cl,
+                            struct memo_table *cache, const int *members, int n, int nm_max,
+                            int nm_fixed, struct hp_vw_plan *out)
+{
+    int key[HP_MAX_VW_GPUS * 3], sorted[HP_MAX_VW_GPUS], at;
+    struct memo *hit;
+
+    memcpy(sorted, members, (size_t)n * sizeof(int));
+    vw_key(cl, sorted, n, key);
+    for (int i = 0; i < n; i++) {
+        int rank = 0;
+        for (int j = 0; j < n; j++)
+            rank += members[j] < members[i];
+        key[2 * n + i] = rank;
+    }
+    hit = cache->nslots ? memo_find(cache, n, key, &at) : NULL;
+    if (!hit) {
+        hit = memo_add(cache, n, key);
+        if (!hit)
+            return -HP_ENOMEM;
+        memcpy(hit->sorted, members, (size_t)n * sizeof(int));
+        hit->rc = hp_partition_vw(c, cl, members, n, nm_max, nm_fixed, &hit->plan);
+    }
+    if (hit->rc)
+        return hit->rc;
+    *out = hit->plan;
+    for (int s = 0; s < n; s++)
+        for (int i = 0; i < n; i++)
+            if (hit->plan.stages[s].gpu == hit->sorted[i])
+                out->stages[s].gpu = members[i];
+    return 0;
+}
+
 static int eval_grouping(const struct hp_cost *c, const struct hp_cluster *cl,
                          const struct hp_options *o, const struct grouping *g,
-                         struct hp_vw_plan *vws, double *rate, int quiet)
+                         struct memo_table *cache, struct hp_vw_plan *vws, double *rate, int quiet)
 {
     struct memo *memo = calloc((size_t)g->ngroups, sizeof(*memo));
     int nmemo = 0, rc = 0;
@@ -235,7 +346,7 @@ static int eval_grouping(const struct hp_cost *c, const struct hp_cluster *cl,
             const int nm_max = o->nm_max > 0 ? (o->nm_max < n ? (int)o->nm_max : n) : n;
             if (quiet)
                 hp_log_set_quiet(1);
-            hit->rc = hp_partition_vw(c, cl, members, n, nm_max, (int)o->nm, &hit->plan);
+            hit->rc = partition_cached(c, cl, cache, members, n, nm_max, (int)o->nm, &hit->plan);
             if (quiet)
                 hp_log_set_quiet(0);
         }
@@ -443,6 +554,7 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
                     const struct hp_options *o, struct hp_plan *p)
 {
     struct grouping g = {0}, best_g = {0};
+    struct memo_table memo = {0};
     struct hp_vw_plan *vws = NULL;
     int *vw_of = NULL, rc = 0;
     double best = -1.0;
@@ -498,7 +610,7 @@ int hp_plan_compute(const struct hp_cost *c, const struct hp_cluster *cl,
             rc = group_snake(c, cl, snake_v[k - 3], &g, vw_of);
         if (rc)
             goto out;
-        rc = eval_grouping(c, cl, o, &g, vws, &rate, o->policy == HP_POLICY_AUTO);
+        rc = eval_grouping(c, cl, o, &g, &memo, vws, &rate, o->policy == HP_POLICY_AUTO);
         if (rc == 0)
             rate = charge_sync(c, cl, o->placement, vws, g.ngroups);
         if (rc == 0 && rate > best * (1.0 + 1e-12)) {
@@ -548,6 +660,7 @@ placed:
 out:
     grouping_free(&g);
     grouping_free(&best_g);
+    memo_release(&memo);
     free(vw_of);
     free(vws);
     if (rc)

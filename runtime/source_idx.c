@@ -102,9 +102,10 @@ static int idx_present(const char *dir, const char *name)
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     const int fd = hp_infile_open(path, 0, &st);
     if (fd < 0) {
-        hp_error("%s: %s; install it with: apt-get install dataset-fashion-mnist, or give "
-                 "--data DIR (an IDX set, an image folder or tar shards)",
-                 path, hp_infile_why(fd, &st));
+        hp_error(
+            "cannot open '%s': %s; install it with: apt-get install dataset-fashion-mnist, or give "
+            "--data DIR (an IDX set, an image folder or tar shards)",
+            path, hp_infile_why(fd, &st));
         return -HP_EDATA;
     }
     close(fd);

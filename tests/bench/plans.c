@@ -4,7 +4,12 @@
  * placement with Nm per VW and the predicted images/s, and the ratio to dp on the same 16
  * GPUs (dp leaves out the GPUs that cannot hold the model) and to dp on the 12 GPUs without
  * the RTX 2060 node. Then the time to plan paper.ini for ResNet-152 under auto (target
- * < 50 ms) and a synthetic 1024-GPU cluster of 8 types (target < 2 s).
+ * < 50 ms) and a synthetic 1024-GPU cluster of 8 types (target < 2 s); the planner's
+ * wall-clock time under auto for every shipped model on clusters of 8 types shaped as
+ * tests/clusters/big8x2048.ini at 256, 512, 1024 and 2048 GPUs, with the seconds per 1024
+ * GPUs (target <= 1 s); and the time and peak resident set of planning a model of 4,096
+ * one-op units (the model loader's limit) on etc/clusters/demo.ini (target: seconds, under
+ * 200 MB). Figures only: nothing here is asserted.
  */
 #include "cluster.h"
 #include "clock.h"
@@ -17,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static int plan(const struct hp_cost *c, const struct hp_cluster *cl, enum hp_policy pol,
                 enum hp_placement pl, struct hp_plan *p)
@@ -86,13 +93,117 @@ static void print_dp(const char *what, const struct hp_plan *p, const struct hp_
            1e3 * p->allreduce_s, used);
 }
 
+/* The shape of tests/clusters/big8x2048.ini at `gpus` GPUs (a multiple of 256): 3/4 of the
+ * GPUs in nodes of 8, the rest in nodes of 4, one type per node, 8 types in turn. */
+static int make_big(const struct hp_gpudb *db, int gpus, struct hp_cluster *out)
+{
+    static const char *const types[8] = {"a100-80", "a100-40", "v100-32", "v100-16",
+                                         "t4",      "l4",      "rtx3090", "p4000"};
+    const int n8 = gpus * 3 / 32, n4 = gpus / 16;
+    int counts[320], tt[320];
+
+    for (int n = 0; n < n8 + n4 && n < 320; n++) {
+        counts[n] = n < n8 ? 8 : 4;
+        tt[n] = hp_gpudb_find(db, types[n % 8]);
+        if (tt[n] < 0)
+            return -1;
+    }
+    int rc = hp_cluster_make(db, n8 + n4, counts, tt, out);
+    if (!rc) {
+        out->intra_node_gbs = 24.0;
+        out->inter_node_gbs = 11.0;
+    }
+    return rc;
+}
+
+/* Planner time under auto per shipped model and cluster size, and per 1024 GPUs. */
+static int speed_sizes(const struct hp_gpudb *db)
+{
+    static const char *const models[] = {"cnn", "mlp", "vgg19", "resnet152"};
+    static const int sizes[] = {256, 512, 1024, 2048};
+
+    printf("\nspeed: auto on clusters shaped as tests/clusters/big8x2048.ini (8 types), "
+           "seconds (per 1024 GPUs; target <= 1 s)\n  %-10s",
+           "model");
+    for (int k = 0; k < 4; k++)
+        printf(" %17d", sizes[k]);
+    printf("\n");
+    for (int mi = 0; mi < 4; mi++) {
+        struct hp_model *m;
+        struct hp_cost c;
+        if (hp_model_load(models[mi], &m) || hp_cost_init(&c, m, db, 32))
+            return 1;
+        printf("  %-10s", models[mi]);
+        for (int k = 0; k < 4; k++) {
+            struct hp_cluster cl;
+            struct hp_plan p;
+            if (make_big(db, sizes[k], &cl))
+                return 1;
+            const double t0 = hp_now_s();
+            const int rc = plan(&c, &cl, HP_POLICY_AUTO, HP_PLACEMENT_DEFAULT, &p);
+            const double dt = hp_now_s() - t0;
+            printf(" %7.3f (%6.3f)%s", dt, dt * 1024.0 / sizes[k], rc ? "!" : " ");
+            if (!rc)
+                hp_plan_release(&p);
+            hp_cluster_release(&cl);
+        }
+        printf("\n");
+        fflush(stdout);
+        hp_cost_release(&c);
+        hp_model_destroy(m);
+    }
+    printf("  (! no plan)\n");
+    return 0;
+}
+
+/* A model of 4,096 one-op units (a flatten, then 4,095 linear layers of 512) planned under
+ * auto on demo.ini: cost model, planner, and the peak resident set (getrusage). Run first,
+ * so the peak is this planning's. */
+static int speed_units(const struct hp_gpudb *db)
+{
+    char path[] = "/tmp/hetpipe-bench-XXXXXX.ini";
+    const int fd = mkstemps(path, 4);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    struct hp_model *m;
+    struct hp_cluster demo;
+    struct hp_cost c;
+    struct hp_plan p;
+    struct rusage ru;
+
+    if (!f)
+        return 1;
+    fprintf(f, "[model]\nname = units4096\ndataset = none\ninput = 1x1x512\nclasses = 512\n\n"
+               "[flat]\ntype = flatten\n\n[fc]\ntype = linear\noutputs = 512\nrepeat = 4095\n");
+    fclose(f);
+    const int lrc = hp_model_load(path, &m);
+    unlink(path);
+    if (lrc || hp_cluster_load("etc/clusters/demo.ini", db, &demo))
+        return 1;
+    const double t0 = hp_now_s();
+    if (hp_cost_init(&c, m, db, 32))
+        return 1;
+    const double t1 = hp_now_s();
+    const int rc = plan(&c, &demo, HP_POLICY_AUTO, HP_PLACEMENT_DEFAULT, &p);
+    const double t2 = hp_now_s();
+    getrusage(RUSAGE_SELF, &ru);
+    printf("\nspeed: a model of %d one-op units on demo.ini, auto: cost model %.2f s, planner "
+           "%.2f s, peak resident set %.0f MB (target: seconds, < 200 MB)%s\n",
+           m->nunits, t1 - t0, t2 - t1, ru.ru_maxrss / 1024.0, rc ? " (no plan)" : "");
+    if (!rc)
+        hp_plan_release(&p);
+    hp_cost_release(&c);
+    hp_cluster_release(&demo);
+    hp_model_destroy(m);
+    return 0;
+}
+
 int main(void)
 {
     static const char *const models[] = {"resnet152", "vgg19"};
     struct hp_gpudb db;
     struct hp_cluster paper, twelve;
 
-    if (hp_gpudb_load("etc/hetpipe.conf", &db) ||
+    if (hp_gpudb_load("etc/hetpipe.conf", &db) || speed_units(&db) ||
         hp_cluster_load("etc/clusters/paper.ini", &db, &paper) || without_rtx2060(&db, &twelve))
         return 1;
     for (int mi = 0; mi < 2; mi++) {
@@ -205,6 +316,8 @@ int main(void)
         hp_cost_release(&c);
         hp_model_destroy(m);
     }
+    if (speed_sizes(&db))
+        return 1;
     hp_cluster_release(&paper);
     hp_cluster_release(&twelve);
     hp_gpudb_release(&db);

@@ -180,6 +180,52 @@ teardown() {
     grep -q '^\[vw.3.stage.3\]$' "$TMP/plan.ini"
 }
 
+# A chain of many small units (relu200) and a mixed one of 248 (linear, relu, dropout).
+plan_models() {
+    printf '[model]\nname = relu200\ndataset = none\ninput = 1x1x64\nclasses = 64\n\n' >"$TMP/relu200.ini"
+    printf '[fc0]\ntype = flatten\n\n[r]\ntype = relu\nrepeat = 199\n' >>"$TMP/relu200.ini"
+    {
+        printf '[model]\nname = mix300\ndataset = none\ninput = 3x32x32\nclasses = 10\n\n'
+        printf '[flat]\ntype = flatten\n\n'
+        for i in $(seq 1 74); do
+            w=$(((i * 37 % 9 + 1) * 128))
+            printf '[l%d]\ntype = linear\noutputs = %d\n\n[r%d]\ntype = relu\n\n' $i $w $i
+            if [ $((i % 3)) = 0 ]; then printf '[d%d]\ntype = dropout\np = 0.1\n\n' $i; fi
+            printf '[m%d]\ntype = linear\noutputs = %d\nrelu = true\n\n' $i $w
+        done
+        printf '[out]\ntype = linear\noutputs = 10\n'
+    } >"$TMP/mix300.ini"
+}
+
+@test "hetpipe plan gives the plans it gave before the planner was made fast" {
+    # the plan file (but its token and model path) of each, as the planner of commit de4cf50
+    # wrote it (the search over unit ranges and orders, and every table over unit ranges)
+    plan_models
+    while read -r want model cluster policy recompute placement; do
+        case $model in relu200 | mix300) model=$TMP/$model.ini ;; esac
+        run "$HETPIPE" plan --cluster "$cluster" --model "$model" --policy "$policy" \
+            --recompute "$recompute" --placement "$placement" --quiet --out "$TMP/p.ini"
+        [ "$status" -eq 0 ]
+        got=$(sed '/^token = /d; /^model = /d' "$TMP/p.ini" | sha256sum | cut -c1-16)
+        echo "$model $cluster $policy $recompute $placement: $got (want $want)"
+        [ "$got" = "$want" ]
+    done <<'EOF'
+e73e1a7fae2dffbf resnet152 etc/clusters/paper.ini auto auto default
+d810caedde668b9d resnet152 tests/clusters/big8x2048.ini auto auto default
+c6a37038ce663217 vgg19 tests/clusters/big8x2048.ini auto never local
+771d689c8dfcce12 vgg19 etc/clusters/six-types.ini auto auto default
+4dc3b829a3e8d24b cnn etc/clusters/demo.ini ed always default
+5896b579d7567c27 mlp etc/clusters/uneven.ini hd auto default
+0a5e16a33ba8c458 resnet152 etc/clusters/mixed.ini np never default
+0be224c6e1f7d7ea tests/models/resnet-mini.ini tests/clusters/wsp2x2.ini auto auto local
+4d8820f1232f6423 relu200 etc/clusters/six-types.ini auto auto default
+300973757ab1d4f5 mix300 etc/clusters/demo.ini auto auto default
+a1f444d3df9c6047 mix300 etc/clusters/six-types.ini auto always default
+a67ff92beb2fa1c4 resnet152 etc/clusters/six-types.ini dp auto default
+f6336d19a69ead0d vgg19 etc/clusters/paper.ini auto always default
+EOF
+}
+
 @test "hetpipe plan recomputes only where a GPU could not hold its stage otherwise" {
     # ResNet-152 at 40 as dp: without recomputation the 6 GB RTX 2060s cannot hold it (at 32
     # they can, where the paper's Horovod left them out); auto lets them join, recomputing,
