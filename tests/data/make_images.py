@@ -19,7 +19,9 @@ training and first --val test images as
 
 CLASS is one of 0_tshirt 1_trouser 2_pullover 3_dress 4_coat 5_sandal 6_shirt 7_sneaker 8_bag
 9_ankle_boot, so that sorted order is label order; a class without an image in a split has no
-folder there (the first 100 training images have all ten classes). Images are grey (1 channel) at 28 x 28 unless
+folder there (the first 100 training images have all ten classes). --classes 1,8 keeps only those
+classes (the first --train / --val images of them): a data set of two classes, 1_trouser and
+8_bag, labels 0 and 1. Images are grey (1 channel) at 28 x 28 unless
 --size S (resized to S x S, bilinear) or --rgb (3 channels, the grey repeated).
 
 Bad data for tests: --corrupt K truncates K training images to half their bytes (every
