@@ -304,3 +304,19 @@ train_on() {
     echo "$output" | grep -q '^data wait share: [0-9.]*% (largest over 2 input ranks); steady state [0-9.]*%$'
     grep -q '"cat":"data"' "$TMP/t.json"
 }
+
+@test "an IDX set of 6000 + 1000 images (make_images.py --format idx): data check counts them, or refuses naming the file; train agrees" {
+    python3 tests/data/make_images.py "$TMP/i" --format idx --train 6000 --val 1000 > /dev/null
+    run "$HETPIPE" data check "$TMP/i"
+    echo "$output"
+    if [ "$status" -eq 0 ]; then
+        echo "$output" | grep -q '^train: 6000 samples'
+        echo "$output" | grep -q '^val: 1000 samples'
+        run "$HETPIPE" train --model cnn --device cpu --epochs 1 --log-every 0 --data "$TMP/i"
+        echo "$output" | tail -3
+        [ "$status" -eq 0 ]
+        echo "$output" | grep -q '1 epochs of 93 steps'
+    else
+        echo "$output" | grep -q 'train-images-idx3-ubyte.gz'
+    fi
+}
