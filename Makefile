@@ -112,9 +112,11 @@ RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.
                  runtime/worker.c runtime/schedule.c runtime/stash.c runtime/wsp.c runtime/dp.c \
                  runtime/link.c runtime/feed.c runtime/jobpoint.c runtime/pause.c runtime/evaluate.c \
                  runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_store.c \
-                 runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c
+                 runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c \
+                 runtime/lrsched.c
 RUNTIME_SRCS  += runtime/image.c
-RUNTIME_SRCS  += runtime/source.c runtime/source_idx.c runtime/source_folder.c runtime/source_shards.c
+RUNTIME_SRCS  += runtime/source.c runtime/source_idx.c runtime/source_folder.c runtime/source_shards.c \
+                 runtime/text.c
 LAUNCHER_LIB_SRCS := launcher/cost.c launcher/partition.c launcher/planner.c launcher/profile.c \
                  launcher/slurm.c launcher/planjob.c launcher/layout.c launcher/rundir.c \
                  launcher/proc.c launcher/tlmerge.c launcher/svg.c launcher/jobdata.c \
@@ -132,7 +134,7 @@ ifeq ($(HAVE_CUDA),1)
                  -DHP_HAVE_CUDA=1 -MMD -MP
   CUDA_OBJS   := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
   CUDA_MODULE := $(BUILD)/hetpipe-cuda.so
-  CUDA_MODULE_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++
+  CUDA_MODULE_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudnn -lcublas -lcudart -lstdc++ -lm
 else
   CUDA_OBJS   :=
   CUDA_MODULE :=
@@ -307,7 +309,7 @@ FUZZ_LIB      := $(FUZZ_BUILD)/libhp_fuzz.a
 FUZZ_NAMES    := siteconf model cluster plan binding address msgheader options gres manifest timeline \
                  image \
                  $(if $(filter 1,$(HAVE_SPANK)),plugstack)
-FUZZ_NAMES    += tar folder
+FUZZ_NAMES    += tar folder tokens
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_LINK     := $(FUZZ_LIB) $(RANK_LIBS) $(COMPUTE_LIBS) $(COMMON_LIBS)
 

@@ -183,6 +183,27 @@ double hp_op_macs(const struct hp_op *op)
     return 0.0;
 }
 
+int hp_op_param_tensors(const struct hp_op *op, size_t n[2], int decay[2])
+{
+    size_t nw = 0;
+
+    if (op->type == HP_OP_CONV)
+        nw = (size_t)op->filters * op->in_shape.c * op->kernel * op->kernel;
+    else if (op->type == HP_OP_LINEAR)
+        nw = (size_t)op->filters * hp_shape_size(op->in_shape);
+    else if (op->type == HP_OP_BN)
+        nw = (size_t)op->in_shape.c;
+    if (!op->nparams)
+        return 0;
+    n[0] = nw ? nw : op->nparams;
+    decay[0] = op->type == HP_OP_CONV || op->type == HP_OP_LINEAR;
+    if (n[0] >= op->nparams)
+        return 1;
+    n[1] = op->nparams - n[0];
+    decay[1] = 0;
+    return 2;
+}
+
 /* Per-sample costs of one op. Forward FLOPs count 2 per multiply-add for conv and linear;
  * elementwise ops count their arithmetic (ReLU 1, batch norm 5 train, add 1, pool kernel^2).
  * Backward FLOPs of conv and linear are twice the forward (input and weight gradients).

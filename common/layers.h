@@ -121,6 +121,16 @@ int hp_unit_build_linear(struct hp_unit *u, int outputs, int bias, int relu);
 int hp_unit_build_basic(struct hp_unit *u, int filters, int stride);
 int hp_unit_build_bottleneck(struct hp_unit *u, int filters, int stride);
 
+/* The trainable tensors of an op, in the order of its parameter block (param_off): a
+ * convolution's or linear layer's weights then its bias (if any), a batch norm's gamma then
+ * beta. Writes their sizes in floats into n[] and into decay[] whether AdamW's decoupled
+ * weight decay applies to each: to the weight matrices of convolutions and linear layers only,
+ * never to biases, norm parameters or embeddings (GPT-2's and PyTorch practice). Every other
+ * op type, and a new one unless it is listed here, has no decay. Returns how many tensors
+ * (0, 1 or 2); their sizes add up to op->nparams. SGD ignores the flags (it decays every
+ * parameter, as it always has). */
+int hp_op_param_tensors(const struct hp_op *op, size_t n[2], int decay[2]);
+
 /* Multiply-adds of one op per sample: conv and linear only (0 for the other types). */
 double hp_op_macs(const struct hp_op *op);
 

@@ -2,6 +2,7 @@
 #include "cost.h"
 
 #include "error.h"
+#include "options.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,7 @@ static int memory_tables(struct hp_cost *c)
 int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gpudb *db, int batch)
 {
     memset(c, 0, sizeof(*c));
+    c->optimizer = HP_OPTIMIZER_SGD;
     c->model = m;
     c->db = db;
     c->batch = batch;
@@ -312,7 +314,9 @@ static double fixed(const struct hp_cost *c, int u0, int v)
     const double st = c->p_state[v + 1] - c->p_state[u0];
     const double ws = table_max(c->max_ws, n, u0, v), tb = table_max(c->max_scratch, n, u0, v);
 
-    return 3.0 * stash(c, u0, v)                          /* parameters, gradients, momentum */
+    const double bufs = c->optimizer == HP_OPTIMIZER_ADAMW ? 4.0 : 3.0;
+
+    return bufs * stash(c, u0, v) /* parameters, gradients, momentum (AdamW's m), AdamW's v */
            + aligned(st > 0.0 ? st : sizeof(float))       /* batch norm state */
            + aligned(ws > 268435456.0 ? 268435456.0 : ws) /* workspace */
            + aligned(tb * c->batch)                       /* scratch */

@@ -8,7 +8,7 @@
  * Memory of a stage holding units [u0, u1) with m minibatches in flight at it: what the
  * runtime's hp_net allocates (net.h), to the byte on the CPU backend, plus m - 1 stashed
  * versions of the parameters:
- *   parameters + gradients + momentum + batch norm state
+ *   parameters + gradients + momentum (+ AdamW's second moment) + batch norm state
  *   + m x (the stage's input + the op outputs that are not written in place and not
  *     transient + dropout masks and batch norm saves) + the largest transient tensor
  *   + activation gradients: the input's (unless the stage is first), and the region that
@@ -30,6 +30,7 @@
 
 #include "gpudb.h"
 #include "model.h"
+#include "options.h"
 #include "plan.h"
 
 #include <stdint.h>
@@ -39,6 +40,8 @@ struct hp_cost {
     const struct hp_gpudb *db;
     int batch;
     enum hp_recompute recompute; /* for the partitioner: auto (hp_cost_init's), never, always */
+    int optimizer; /* enum hp_optimizer (options.h): hp_cost_init sets HP_OPTIMIZER_SGD; a
+                      caller sets HP_OPTIMIZER_ADAMW for its second moment buffer (net.h) */
     int nunits, ntypes;
     double *fwd_s, *bwd_s; /* [ntypes x nunits], seconds per minibatch */
     double *prefix_fwd;    /* [ntypes x (nunits + 1)]: prefix sums of fwd_s */

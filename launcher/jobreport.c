@@ -371,13 +371,18 @@ static void warn_data(struct wlist *w, const struct hp_jobdata *d)
                  "about %.0f threads would keep up (--data-threads, on as many cores)",
                  v, r, x->data_wait_s, 100 * share, x->data_threads,
                  x->data_threads == 1 ? "" : "s", per_thread, need, ceil(need / per_thread));
-        else
+        else if (x->data_threads > 0)
             warn(w, "note",
                  "VW %d (rank %d) data input: %.0f decoding thread%s at %.1f images/s each, "
                  "queue %.1f of %.0f minibatches ready on average, waited %.1f%% of its "
                  "training time",
                  v, r, x->data_threads, x->data_threads == 1 ? "" : "s", per_thread,
                  x->data_depth_mean, x->data_queue, 100 * share);
+        else
+            warn(w, "note",
+                 "VW %d (rank %d) data input: samples held in memory, copied at %.0f a second "
+                 "in the rank's own thread, waited %.1f%% of its training time",
+                 v, r, per_thread, 100 * share);
     }
 }
 

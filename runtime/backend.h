@@ -59,6 +59,14 @@ struct hp_bn_desc {
     float momentum; /* in [0, 1] */
 };
 
+/* One AdamW step (adamw_update): learning rate, decoupled weight decay (0 for the tensors
+ * that take none), the moments' decay rates in [0, 1), eps > 0, and the step t >= 1 (the
+ * count of updates so far, this one included: the bias corrections' exponent). */
+struct hp_adamw_desc {
+    float lr, wd, beta1, beta2, eps;
+    long step;
+};
+
 struct hp_backend;
 struct hp_conv; /* a backend's per-layer convolution state (descriptors, chosen algorithms) */
 
@@ -149,6 +157,19 @@ struct hp_backend_ops {
      * w = w - lr m. (With mu = 0, m is still written.) */
     int (*sgd_update)(struct hp_backend *be, float *w, const float *g, float *m, size_t n, float lr,
                       float momentum, float wd);
+
+    /* AdamW (Loshchilov and Hutter; PyTorch's torch.optim.AdamW, non-fused), step t >= 1 of
+     * d (the moments m and v start at zero before step 1):
+     *   w = w (1 - lr wd); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+     *   w = w - (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+     * The bias corrections are computed in double from t, the rest in float per element. */
+    int (*adamw_update)(struct hp_backend *be, float *w, const float *g, float *m, float *v,
+                        size_t n, const struct hp_adamw_desc *d);
+    /* *out = the sum of x[i]^2 over n floats, accumulated in double, to host memory (0 for
+     * n = 0). Deterministic: the order of the additions depends on n only. Synchronous. */
+    int (*sumsq)(struct hp_backend *be, const float *x, size_t n, double *out);
+    /* x = alpha x. */
+    int (*scale)(struct hp_backend *be, float *x, size_t n, float alpha);
 
     /* Memory really in use (not the allocator's count), for checking the memory model: the
      * CPU backend: the process's resident set now and its peak (VmRSS, VmHWM); CUDA: the

@@ -768,6 +768,52 @@ static int cpu_sgd_update(struct hp_backend *be, float *w, const float *g, float
     return 0;
 }
 
+/* PyTorch's single-tensor AdamW, element by element in float (backend.h): the decay, then
+ * m lerped towards g (torch.lerp's formula for a weight below 0.5), v = b2 v + (1 - b2) g g,
+ * then w += -step_size m / (sqrt(v) / sqrt(bc2) + eps). The CUDA twin rounds the same. */
+static int cpu_adamw_update(struct hp_backend *be, float *w, const float *g, float *m, float *v,
+                            size_t n, const struct hp_adamw_desc *d)
+{
+    const double t = (double)d->step;
+    const float decay = (float)(1.0 - (double)d->lr * (double)d->wd);
+    const float step_size = (float)((double)d->lr / (1.0 - pow((double)d->beta1, t)));
+    const float bc2_sqrt = (float)sqrt(1.0 - pow((double)d->beta2, t));
+    const float a1 = (float)(1.0 - (double)d->beta1), a2 = (float)(1.0 - (double)d->beta2);
+    const float b2 = d->beta2, eps = d->eps;
+
+    (void)be;
+    for (size_t i = 0; i < n; i++) {
+        const float gi = g[i];
+        const float wi = w[i] * decay;
+        const float mi = a1 < 0.5f ? m[i] + a1 * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - a1);
+        const float vi = v[i] * b2 + a2 * gi * gi;
+        const float den = sqrtf(vi) / bc2_sqrt + eps;
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = wi + -step_size * mi / den;
+    }
+    return 0;
+}
+
+static int cpu_sumsq(struct hp_backend *be, const float *x, size_t n, double *out)
+{
+    double s = 0.0;
+
+    (void)be;
+    for (size_t i = 0; i < n; i++)
+        s += (double)x[i] * (double)x[i];
+    *out = s;
+    return 0;
+}
+
+static int cpu_scale(struct hp_backend *be, float *x, size_t n, float alpha)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++)
+        x[i] *= alpha;
+    return 0;
+}
+
 /* VmRSS and VmHWM of /proc/self/status, in bytes. */
 static int cpu_memory_used(struct hp_backend *be, size_t *now, size_t *peak)
 {
@@ -829,6 +875,9 @@ static const struct hp_backend_ops cpu_ops = {
     .axpy = cpu_axpy,
     .softmax_xent = cpu_softmax_xent,
     .sgd_update = cpu_sgd_update,
+    .adamw_update = cpu_adamw_update,
+    .sumsq = cpu_sumsq,
+    .scale = cpu_scale,
     .memory_used = cpu_memory_used,
 };
 

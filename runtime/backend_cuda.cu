@@ -1,10 +1,10 @@
 /* backend_cuda.cu - the CUDA backend: context, memory, GEMM and the ops table.
  *
  * The context owns one stream, a cuBLAS and a cuDNN handle bound to it, a few reusable cuDNN
- * descriptors and the softmax_xent scratch. Every op is enqueued on the stream (so ops are
- * asynchronous); sync, download, upload and softmax_xent wait for it. Convolution and pooling
- * are in backend_cuda_conv.cu, batch norm in backend_cuda_bn.cu, own kernels in
- * backend_cuda_elementwise.cu and backend_cuda_loss.cu.
+ * descriptors, the softmax_xent scratch and sumsq's partial sums. Every op is enqueued on the
+ * stream (so ops are asynchronous); sync, download, upload, softmax_xent and sumsq wait for it.
+ * Convolution and pooling are in backend_cuda_conv.cu, batch norm in backend_cuda_bn.cu, own
+ * kernels in backend_cuda_elementwise.cu and backend_cuda_loss.cu.
  *
  * The module's entry point (backend_cuda_module.cu) hands hp_cuda_device_count and
  * hp_cuda_create to the loader (backend_module.c).
@@ -179,6 +179,8 @@ static void release_context(struct hp_cuda *cu)
 {
     if (cu->stream)
         (void)HP_CUDA_CALL(cudaStreamSynchronize(cu->stream));
+    if (cu->sumsq_part)
+        (void)HP_CUDA_CALL(cudaFree(cu->sumsq_part));
     if (cu->xent_out)
         (void)HP_CUDA_CALL(cudaFree(cu->xent_out));
     if (cu->xent_hit)
@@ -217,6 +219,8 @@ static int init_context(struct hp_cuda *cu)
     HP_CUDA_CHECK(cudaMalloc((void **)&cu->xent_hit, XENT_INITIAL_ROWS * sizeof(int)));
     HP_CUDA_CHECK(cudaMalloc((void **)&cu->xent_out, sizeof(struct hp_cuda_xent_result)));
     cu->xent_rows = XENT_INITIAL_ROWS;
+    HP_CUDA_CHECK(
+        cudaMalloc((void **)&cu->sumsq_part, (HP_CUDA_SUMSQ_BLOCKS + 1) * sizeof(double)));
     return 0;
 }
 
@@ -269,6 +273,9 @@ static const struct hp_backend_ops cuda_ops = {
     .axpy = hp_cuda_axpy,
     .softmax_xent = hp_cuda_softmax_xent,
     .sgd_update = hp_cuda_sgd_update,
+    .adamw_update = hp_cuda_adamw_update,
+    .sumsq = hp_cuda_sumsq,
+    .scale = hp_cuda_scale,
     .memory_used = cuda_memory_used,
 };
 

@@ -24,6 +24,9 @@ extern "C" {
 /* Largest workspace a convolution algorithm may ask for; larger ones are passed over. */
 #define HP_CUDA_CONV_WS_CAP ((size_t)256 << 20)
 
+/* Blocks of sumsq's first pass: fixed, so that its result does not depend on the device. */
+#define HP_CUDA_SUMSQ_BLOCKS 256
+
 /* softmax_xent's result, reduced on the device and copied to the host in one transfer. */
 struct hp_cuda_xent_result {
     double loss_sum;
@@ -46,6 +49,8 @@ struct hp_cuda {
     float *xent_loss;
     int *xent_hit;
     struct hp_cuda_xent_result *xent_out;
+    /* sumsq: the blocks' partial sums [HP_CUDA_SUMSQ_BLOCKS] and their total [1] (device) */
+    double *sumsq_part;
 };
 
 static inline struct hp_cuda *hp_cuda_of(struct hp_backend *be)
@@ -119,7 +124,8 @@ int hp_cuda_bn_backward(struct hp_backend *be, const struct hp_bn_desc *d, const
                         const float *dy, const float *gamma, const float *save_mean,
                         const float *save_invstd, float *dx, float *dgamma, float *dbeta);
 
-/* backend_cuda_elementwise.cu: own kernels for the element-wise ops and the optimiser. */
+/* backend_cuda_elementwise.cu: own kernels for the element-wise ops, the optimisers (SGD,
+ * AdamW) and gradient clipping's sum of squares and scaling. */
 int hp_cuda_bias_add(struct hp_backend *be, float *y, const float *b, int rows, int cols);
 int hp_cuda_bias_grad(struct hp_backend *be, const float *dy, float *db, int rows, int cols);
 int hp_cuda_relu_forward(struct hp_backend *be, const float *x, float *y, size_t n);
@@ -133,6 +139,10 @@ int hp_cuda_add(struct hp_backend *be, const float *a, const float *b, float *y,
 int hp_cuda_axpy(struct hp_backend *be, float alpha, const float *x, float *y, size_t n);
 int hp_cuda_sgd_update(struct hp_backend *be, float *w, const float *g, float *m, size_t n,
                        float lr, float momentum, float wd);
+int hp_cuda_adamw_update(struct hp_backend *be, float *w, const float *g, float *m, float *v,
+                         size_t n, const struct hp_adamw_desc *d);
+int hp_cuda_sumsq(struct hp_backend *be, const float *x, size_t n, double *out);
+int hp_cuda_scale(struct hp_backend *be, float *x, size_t n, float alpha);
 
 /* backend_cuda_loss.cu: softmax cross-entropy. */
 int hp_cuda_softmax_xent(struct hp_backend *be, const float *logits, const int32_t *labels, int n,

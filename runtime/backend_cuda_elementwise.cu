@@ -1,5 +1,6 @@
-/* backend_cuda_elementwise.cu - the CUDA backend's own kernels: bias, ReLU, dropout, add, axpy
- * and the SGD update. All are grid-stride loops over size_t indices on the backend's stream;
+/* backend_cuda_elementwise.cu - the CUDA backend's own kernels: bias, ReLU, dropout, add, axpy,
+ * the SGD and AdamW updates, scaling and the sum of squares (a reduction to the host, which
+ * waits for the stream). All are grid-stride loops over size_t indices on the backend's stream;
  * each op returns the launch status (execution errors surface at the next sync).
  */
 #include "backend_cuda.cuh"
@@ -232,4 +233,120 @@ int hp_cuda_sgd_update(struct hp_backend *be, float *w, const float *g, float *m
     sgd_kernel<<<hp_cuda_grid(cu, n), HP_CUDA_THREADS, 0, cu->stream>>>(w, g, m, n, lr, momentum,
                                                                         wd);
     return HP_CUDA_LAUNCHED(sgd_kernel);
+}
+
+/* ---- AdamW, sum of squares, scale ---------------------------------------------------- */
+
+/* As cpu_adamw_update (backend_cpu.c), with every operation rounded on its own (no fused
+ * multiply-adds: the _rn intrinsics), so that the two backends round alike. */
+static __global__ void adamw_kernel(float *w, const float *g, float *m, float *v, size_t n,
+                                    float decay, float step_size, float bc2_sqrt, float a1,
+                                    float a2, float b2, float eps)
+{
+    GRID_STRIDE(i, n)
+    {
+        const float gi = g[i], m0 = m[i];
+        const float wi = __fmul_rn(w[i], decay);
+        const float mi = a1 < 0.5f ? __fadd_rn(m0, __fmul_rn(a1, __fsub_rn(gi, m0)))
+                                   : __fsub_rn(gi, __fmul_rn(__fsub_rn(gi, m0), 1.0f - a1));
+        const float vi = __fadd_rn(__fmul_rn(v[i], b2), __fmul_rn(__fmul_rn(a2, gi), gi));
+        const float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
+        m[i] = mi;
+        v[i] = vi;
+        w[i] = __fadd_rn(wi, __fdiv_rn(__fmul_rn(-step_size, mi), den));
+    }
+}
+
+int hp_cuda_adamw_update(struct hp_backend *be, float *w, const float *g, float *m, float *v,
+                         size_t n, const struct hp_adamw_desc *d)
+{
+    struct hp_cuda *cu = hp_cuda_of(be);
+    const double t = (double)d->step;
+    const float decay = (float)(1.0 - (double)d->lr * (double)d->wd);
+    const float step_size = (float)((double)d->lr / (1.0 - pow((double)d->beta1, t)));
+    const float bc2_sqrt = (float)sqrt(1.0 - pow((double)d->beta2, t));
+    const float a1 = (float)(1.0 - (double)d->beta1), a2 = (float)(1.0 - (double)d->beta2);
+
+    if (n == 0)
+        return 0;
+    adamw_kernel<<<hp_cuda_grid(cu, n), HP_CUDA_THREADS, 0, cu->stream>>>(
+        w, g, m, v, n, decay, step_size, bc2_sqrt, a1, a2, d->beta2, d->eps);
+    return HP_CUDA_LAUNCHED(adamw_kernel);
+}
+
+/* Partial sums of squares: block b of HP_CUDA_SUMSQ_BLOCKS (a fixed grid, so the order of
+ * the additions depends on n only, not on the device) adds up its grid-stride share in
+ * double, then the block's threads in a fixed tree; part[b] is its sum. */
+static __global__ void sumsq_part_kernel(const float *x, size_t n, double *part)
+{
+    __shared__ double s[HP_CUDA_THREADS];
+    double acc = 0.0;
+
+    GRID_STRIDE(i, n)
+    {
+        const double xi = (double)x[i];
+        acc += xi * xi;
+    }
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = HP_CUDA_THREADS / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half)
+            s[threadIdx.x] += s[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s[0];
+}
+
+/* part[HP_CUDA_SUMSQ_BLOCKS] = the sum of part[0 .. HP_CUDA_SUMSQ_BLOCKS), one thread, in
+ * order. */
+static __global__ void sumsq_total_kernel(double *part)
+{
+    double acc = 0.0;
+
+    for (int b = 0; b < HP_CUDA_SUMSQ_BLOCKS; b++)
+        acc += part[b];
+    part[HP_CUDA_SUMSQ_BLOCKS] = acc;
+}
+
+int hp_cuda_sumsq(struct hp_backend *be, const float *x, size_t n, double *out)
+{
+    struct hp_cuda *cu = hp_cuda_of(be);
+    int rc;
+
+    if (n == 0) {
+        *out = 0.0;
+        return 0;
+    }
+    sumsq_part_kernel<<<HP_CUDA_SUMSQ_BLOCKS, HP_CUDA_THREADS, 0, cu->stream>>>(x, n,
+                                                                                cu->sumsq_part);
+    rc = HP_CUDA_LAUNCHED(sumsq_part_kernel);
+    if (rc)
+        return rc;
+    sumsq_total_kernel<<<1, 1, 0, cu->stream>>>(cu->sumsq_part);
+    rc = HP_CUDA_LAUNCHED(sumsq_total_kernel);
+    if (rc)
+        return rc;
+    HP_CUDA_CHECK(cudaMemcpyAsync(out, cu->sumsq_part + HP_CUDA_SUMSQ_BLOCKS, sizeof(double),
+                                  cudaMemcpyDeviceToHost, cu->stream));
+    HP_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+    return 0;
+}
+
+static __global__ void scale_kernel(float *x, size_t n, float alpha)
+{
+    GRID_STRIDE(i, n)
+    {
+        x[i] *= alpha;
+    }
+}
+
+int hp_cuda_scale(struct hp_backend *be, float *x, size_t n, float alpha)
+{
+    struct hp_cuda *cu = hp_cuda_of(be);
+
+    if (n == 0)
+        return 0;
+    scale_kernel<<<hp_cuda_grid(cu, n), HP_CUDA_THREADS, 0, cu->stream>>>(x, n, alpha);
+    return HP_CUDA_LAUNCHED(scale_kernel);
 }

@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "options.h"
 #include "output.h"
 #include "rng.h"
 
@@ -52,6 +53,12 @@ struct net_op {
     } d;
 };
 
+/* Parameters [off, off + n) that AdamW decays (decay) or not (hp_op_param_tensors). */
+struct net_run {
+    size_t off, n;
+    int decay;
+};
+
 struct hp_net {
     struct hp_backend *be;
     const struct hp_model *model;
@@ -64,7 +71,9 @@ struct hp_net {
     struct net_tensor *tensors;
 
     void *arena;
-    float *params, *grads, *momentum, *state;
+    float *params, *grads, *momentum, *moment2, *state;
+    struct net_run *runs; /* the parameters as runs of one AdamW decay flag, in order */
+    int nruns;
     size_t nparams, nstate;
     float *acts;        /* nslots x slot_floats */
     size_t slot_floats; /* activations of one slot */
@@ -95,6 +104,7 @@ void hp_net_destroy(struct hp_net *net)
         net->be->ops->free(net->be, net->arena);
     free(net->labels_host);
     free(net->slot_seed);
+    free(net->runs);
     free(net->ops);
     free(net->tensors);
     free(net);
@@ -359,6 +369,7 @@ static int plan_arena(struct hp_net *net, size_t ws_bytes)
     if (plan_tensors(net))
         return -HP_ENOMEM;
     mem->params = mem->grads = mem->momentum = abytes(net->nparams ? net->nparams : 1);
+    mem->moment2 = cfg->optimizer == HP_OPTIMIZER_ADAMW ? mem->params : 0;
     mem->state = abytes(net->nstate ? net->nstate : 1);
     mem->activations =
         ((size_t)cfg->nslots * net->slot_floats + net->work_floats + net->temp_floats) *
@@ -367,8 +378,8 @@ static int plan_arena(struct hp_net *net, size_t ws_bytes)
     mem->scratch = abytes(scratch);
     mem->other = (size_t)cfg->nslots * net->extra_floats * sizeof(float) +
                  hp_align_up((size_t)cfg->batch * sizeof(int32_t), HP_ALIGN);
-    mem->total = mem->params + mem->grads + mem->momentum + mem->state + mem->activations +
-                 mem->act_grads + mem->workspace + mem->scratch + mem->other;
+    mem->total = mem->params + mem->grads + mem->momentum + mem->moment2 + mem->state +
+                 mem->activations + mem->act_grads + mem->workspace + mem->scratch + mem->other;
     return 0;
 }
 
@@ -397,6 +408,8 @@ static void carve_arena(struct hp_net *net)
     off += np;
     net->momentum = a + off;
     off += np;
+    net->moment2 = net->mem.moment2 ? a + off : NULL;
+    off += net->mem.moment2 / sizeof(float);
     net->state = a + off;
     off += ns;
     net->acts = a + off;
@@ -449,6 +462,32 @@ static void point_params(struct hp_net *net)
     }
 }
 
+/* The parameters as runs of one AdamW decay flag (adjacent tensors of one flag merged). */
+static int plan_runs(struct hp_net *net)
+{
+    int cap = 0;
+
+    for (int i = 0; i < net->nops; i++)
+        cap += net->ops[i].op->nparams ? 2 : 0;
+    net->runs = calloc(cap ? (size_t)cap : 1, sizeof(*net->runs));
+    if (!net->runs)
+        return -HP_ENOMEM;
+    for (int i = 0; i < net->nops; i++) {
+        const struct net_op *o = &net->ops[i];
+        size_t n[2], off = o->w ? (size_t)(o->w - net->params) : 0;
+        int decay[2];
+        const int k = hp_op_param_tensors(o->op, n, decay);
+        for (int j = 0; j < k; off += n[j], j++) {
+            struct net_run *last = net->nruns ? &net->runs[net->nruns - 1] : NULL;
+            if (last && last->decay == decay[j] && last->off + last->n == off)
+                last->n += n[j];
+            else
+                net->runs[net->nruns++] = (struct net_run){off, n[j], decay[j]};
+        }
+    }
+    return 0;
+}
+
 /* A net with its graph, descriptors and plan, but no arena. */
 static int net_plan(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
                     const struct hp_net_config *cfg, struct hp_net **out)
@@ -457,9 +496,11 @@ static int net_plan(struct hp_backend *be, const struct hp_model *model, int u0,
     size_t ws_bytes = 0;
     int rc;
 
-    if (u0 < 0 || u1 > model->nunits || u0 >= u1 || cfg->batch <= 0 || cfg->nslots <= 0) {
-        hp_error("net: invalid unit range [%d, %d) of %d units, batch %d or slots %d", u0, u1,
-                 model->nunits, cfg->batch, cfg->nslots);
+    if (u0 < 0 || u1 > model->nunits || u0 >= u1 || cfg->batch <= 0 || cfg->nslots <= 0 ||
+        (cfg->optimizer != HP_OPTIMIZER_SGD && cfg->optimizer != HP_OPTIMIZER_ADAMW)) {
+        hp_error("net: invalid unit range [%d, %d) of %d units, batch %d, slots %d or optimizer "
+                 "%d",
+                 u0, u1, model->nunits, cfg->batch, cfg->nslots, cfg->optimizer);
         return -HP_EINVAL;
     }
     net = calloc(1, sizeof(*net));
@@ -522,6 +563,9 @@ int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, i
         goto err;
     }
     point_params(net);
+    rc = plan_runs(net);
+    if (rc)
+        goto err;
     *out = net;
     return 0;
 
@@ -593,6 +637,8 @@ int hp_net_init_params(struct hp_net *net, uint64_t seed)
         rc = net->be->ops->upload(net->be, net->state, hs, net->nstate * sizeof(float));
     if (!rc)
         rc = net->be->ops->zero(net->be, net->momentum, net->nparams * sizeof(float));
+    if (!rc && net->moment2)
+        rc = net->be->ops->zero(net->be, net->moment2, net->nparams * sizeof(float));
 out:
     if (!direct) {
         free(hp);
@@ -676,6 +722,11 @@ size_t hp_net_nstate(const struct hp_net *net)
 float *hp_net_momentum(struct hp_net *net)
 {
     return net->momentum;
+}
+
+float *hp_net_moment2(struct hp_net *net)
+{
+    return net->moment2;
 }
 
 float *hp_net_state(struct hp_net *net)
@@ -1005,6 +1056,45 @@ int hp_net_sgd(struct hp_net *net, float lr, float momentum, float weight_decay)
         return 0;
     return net->be->ops->sgd_update(net->be, net->params, net->grads, net->momentum, net->nparams,
                                     lr, momentum, weight_decay);
+}
+
+int hp_net_adamw(struct hp_net *net, const struct hp_adamw_desc *d)
+{
+    struct hp_backend *be = net->be;
+    int rc = 0;
+
+    if (!net->moment2) {
+        hp_error("net: an AdamW step on a net created for SGD (hp_net_config.optimizer)");
+        return -HP_EINVAL;
+    }
+    if (d->step < 1) {
+        hp_error("net: AdamW step %ld: steps count from 1", d->step);
+        return -HP_EINVAL;
+    }
+    for (int r = 0; r < net->nruns && !rc; r++) {
+        const struct net_run *run = &net->runs[r];
+        struct hp_adamw_desc dr = *d;
+        dr.wd = run->decay ? d->wd : 0.0f;
+        rc = be->ops->adamw_update(be, net->params + run->off, net->grads + run->off,
+                                   net->momentum + run->off, net->moment2 + run->off, run->n, &dr);
+    }
+    return rc;
+}
+
+int hp_net_grad_sumsq(struct hp_net *net, double *sumsq)
+{
+    return net->be->ops->sumsq(net->be, net->grads, net->nparams, sumsq);
+}
+
+int hp_net_clip_grads(struct hp_net *net, double norm, double max_norm)
+{
+    if (!isfinite(norm)) {
+        hp_error("the gradients' norm is %g: training diverged (lower --lr)", norm);
+        return -HP_ERANGE;
+    }
+    if (!(max_norm > 0.0) || norm <= max_norm)
+        return 0;
+    return net->be->ops->scale(net->be, net->grads, net->nparams, (float)(max_norm / norm));
 }
 
 int hp_save_floats(const char *path, const float *x, size_t n)

@@ -2,7 +2,8 @@
  * backend for a fixed minibatch size, trained forward and backward.
  *
  * Everything is planned at creation and carved out of one device allocation: parameters,
- * gradients, momentum, batch norm state, the activations of `nslots` minibatches in flight
+ * gradients, momentum (AdamW: its first moment, and its second moment beside it), batch norm
+ * state, the activations of `nslots` minibatches in flight
  * (every tensor of every unit, kept for backward; a ReLU or an add writes its output over its
  * input where nothing needs that input any more, hp_unit_inplace; a transient tensor, a batch
  * norm's output read by the next convolution, is not kept but made again just before that
@@ -33,6 +34,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "options.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -43,11 +45,15 @@ struct hp_net_config {
     int need_input_grad; /* compute the gradient of the net's input (a stage after the first) */
     int recompute;       /* keep only each segment's output per slot and run every segment's
                             forward pass again just before its backward (see below) */
+    int optimizer;       /* enum hp_optimizer (options.h): HP_OPTIMIZER_SGD (0, the default)
+                            or HP_OPTIMIZER_ADAMW, which adds a second moment buffer */
 };
 
 /* Bytes a net holds, by purpose (what the planner's memory model must predict). */
 struct hp_net_memory {
     size_t params, grads, momentum, state; /* state: batch norm running statistics */
+    size_t moment2;                        /* AdamW's second moment (0 under SGD); its first
+                                              moment is the momentum buffer */
     size_t activations;                    /* all slots (+ the work area when recomputing) */
     size_t act_grads;                      /* the gradient buffers, shared by liveness */
     size_t workspace, scratch, other;      /* other: batch norm saves, dropout masks, labels */
@@ -106,11 +112,28 @@ int hp_net_backward_weights(struct hp_net *net, int slot, const float *weights);
 /* SGD step on all parameters from the current gradients. */
 int hp_net_sgd(struct hp_net *net, float lr, float momentum, float weight_decay);
 
+/* AdamW step on all parameters from the current gradients (backend.h's adamw_update), the
+ * moments in hp_net_momentum (m) and hp_net_moment2 (v). d->wd applies only to the tensors
+ * hp_op_param_tensors marks (layers.h: weight matrices; not biases, norms, embeddings); the
+ * others get wd 0. d->step is the update's count, from 1 (the caller keeps it, for
+ * checkpoints). -HP_EINVAL (logged) unless the net was created with HP_OPTIMIZER_ADAMW. */
+int hp_net_adamw(struct hp_net *net, const struct hp_adamw_desc *d);
+
+/* Gradient clipping by the global norm, in two halves so that the norm may be summed over
+ * several nets (a VW's stages) in between: *sumsq = the sum of the squares of the net's
+ * gradients (in double; synchronous); then hp_net_clip_grads scales the gradients by
+ * max_norm / norm when norm > max_norm > 0, and leaves them untouched otherwise (a
+ * max_norm of 0: no clipping). A norm that is not finite: -HP_ERANGE (logged), gradients
+ * untouched. */
+int hp_net_grad_sumsq(struct hp_net *net, double *sumsq);
+int hp_net_clip_grads(struct hp_net *net, double norm, double max_norm);
+
 /* Parameters and gradients as one device vector of hp_net_nparams() floats, in model order. */
 size_t hp_net_nparams(const struct hp_net *net);
 float *hp_net_params(struct hp_net *net);
 float *hp_net_grads(struct hp_net *net);
 float *hp_net_momentum(struct hp_net *net); /* parallel to the parameters */
+float *hp_net_moment2(struct hp_net *net);  /* AdamW's v, parallel too; NULL under SGD */
 size_t hp_net_nstate(const struct hp_net *net);
 float *hp_net_state(struct hp_net *net);
 

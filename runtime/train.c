@@ -6,6 +6,7 @@
 #include "feed.h"
 #include "error.h"
 #include "log.h"
+#include "lrsched.h"
 #include "output.h"
 #include "model.h"
 #include "net.h"
@@ -54,7 +55,7 @@ static int evaluate(struct hp_net *net, struct hp_backend *be, struct hp_feed *f
 /* One training run's state. */
 struct trainer {
     const struct hp_options *o;
-    float lr, momentum, weight_decay; /* as the SGD step takes them */
+    float lr, momentum, weight_decay; /* as the SGD step takes them (AdamW: lr, decay) */
     struct hp_feed *feed;
     struct hp_model *model;
     struct hp_backend *be;
@@ -108,7 +109,8 @@ static int trainer_setup(struct trainer *t)
     const struct hp_net_config cfg = {.batch = (int)o->batch,
                                       .nslots = 1,
                                       .need_input_grad = 0,
-                                      .recompute = o->recompute == HP_RECOMPUTE_ALWAYS};
+                                      .recompute = o->recompute == HP_RECOMPUTE_ALWAYS,
+                                      .optimizer = (int)o->optimizer};
     if ((rc = hp_net_create(t->be, m, 0, m->nunits, &cfg, &t->net)) ||
         (rc = hp_net_init_params(t->net, (uint64_t)o->seed)))
         return rc;
@@ -128,15 +130,42 @@ static int trainer_setup(struct trainer *t)
     return 0;
 }
 
+/* The update after a backward pass: the gradients clipped to the global norm --clip (the
+ * net's own: one net holds every parameter), then an SGD or AdamW step (the update's count,
+ * AdamW's bias-correction exponent, is step + 1). */
+static int update(struct trainer *t, float lr)
+{
+    const struct hp_options *o = t->o;
+    int rc = 0;
+
+    if (o->clip > 0.0) {
+        double sumsq;
+        rc = hp_net_grad_sumsq(t->net, &sumsq);
+        if (!rc)
+            rc = hp_net_clip_grads(t->net, sqrt(sumsq), o->clip);
+    }
+    if (rc || o->optimizer != HP_OPTIMIZER_ADAMW)
+        return rc ? rc : hp_net_sgd(t->net, lr, t->momentum, t->weight_decay);
+    const struct hp_adamw_desc d = {.lr = lr,
+                                    .wd = t->weight_decay,
+                                    .beta1 = (float)o->beta1,
+                                    .beta2 = (float)o->beta2,
+                                    .eps = (float)o->eps,
+                                    .step = t->step + 1};
+    return hp_net_adamw(t->net, &d);
+}
+
 /* One training step: minibatch s of the epoch's permutation. */
 static int train_step(struct trainer *t, int s, double *l, int *c)
 {
     const struct hp_options *o = t->o;
     const int batch = (int)o->batch;
-    const float lr =
-        o->schedule == HP_SCHEDULE_COSINE
-            ? (float)(0.5 * t->lr * (1.0 + cos(M_PI * (double)t->step / t->total_steps)))
-            : t->lr;
+    const struct hp_lrsched sched = {.lr = t->lr,
+                                     .floor = 0.0,
+                                     .warmup = o->lr_warmup,
+                                     .total = t->total_steps,
+                                     .cosine = o->schedule == HP_SCHEDULE_COSINE};
+    const float lr = (float)hp_lrsched_at(&sched, t->step);
     int rc;
 
     const float *x;
@@ -152,7 +181,7 @@ static int train_step(struct trainer *t, int s, double *l, int *c)
     if (!rc)
         rc = hp_net_backward(t->net, 0);
     if (!rc)
-        rc = hp_net_sgd(t->net, lr, t->momentum, t->weight_decay);
+        rc = update(t, lr);
     return rc;
 }
 
@@ -239,9 +268,10 @@ int hp_train_run(const struct hp_options *o, struct hp_train_result *res)
     rc = trainer_setup(&t);
     if (!rc) {
         printf("hetpipe train: model %s (%zu parameters, %d units) on %s, %ld epochs of %d "
-               "steps, batch %ld, lr %g, seed %llu\n",
+               "steps, batch %ld, lr %g, seed %llu%s\n",
                t.model->name, t.model->nparams, t.model->nunits, t.be->name, o->epochs,
-               t.steps_per_epoch, o->batch, t.lr, (unsigned long long)o->seed);
+               t.steps_per_epoch, o->batch, t.lr, (unsigned long long)o->seed,
+               o->optimizer == HP_OPTIMIZER_ADAMW ? ", adamw" : "");
         fflush(stdout);
     }
     for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {

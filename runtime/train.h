@@ -24,8 +24,9 @@ struct hp_train_result {
 
 /* Run it with the options of hetpipe train (hp_options_init(o, HP_CMD_TRAIN), then the
  * command line): model, device, data, metrics, step_log, save_params, epochs, batch, lr,
- * momentum, weight_decay, schedule, seed, train_limit, test_limit, log_every. Progress goes to
- * stdout; errors are logged. Returns 0 or a negative code. */
+ * momentum, weight_decay, schedule, optimizer (AdamW with beta1, beta2, eps), lr_warmup, clip,
+ * seed, train_limit, test_limit, log_every. Progress goes to stdout; errors are logged. Returns
+ * 0 or a negative code. */
 int hp_train_run(const struct hp_options *o, struct hp_train_result *res);
 
 #endif

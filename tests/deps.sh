@@ -9,7 +9,8 @@ dataset-fashion-mnist bats clang-format libucx-dev ucx-utils libpmix-dev python3
 slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libslurm-dev shellcheck
 clang-14 libclang-rt-14-dev iproute2 chromium
 libturbojpeg0-dev libpng-dev
-libarchive-dev python3-pil"
+libarchive-dev
+fortunes python3-pil"
 
 missing=""
 for p in $PKGS; do

@@ -36,6 +36,7 @@ EXTERNAL = {
     "spank_hetpipe.so", "hetpipe-cuda.so", "select_cons_tres.so", "gres_gpu.so", "ucx.h",
     "sys/wait.h", "dlfcn.h", "pmix_common.h", "nvml.h", "libfuzzer.h", "fenv.h",
     "mpi.conf", "pmixp_agent.c",
+    "llm.c",  # karpathy/llm.c, a project: its token files are runtime/text.c's second format
 }
 # files the programs make (a run directory's, a checkpoint's) and a user's example script
 MADE = {"plan.ini", "cluster.ini", "profile.ini", "timeline.json", "job.sh", "metrics.csv",

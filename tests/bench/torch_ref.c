@@ -5,13 +5,17 @@
  *   indices.bin   the training-sample indices of every step, int32 [N, 64]
  *   losses.txt    the mean loss of every step
  *   params1.bin   the parameters after N steps
- * Usage: torch_ref DIR [N]
+ * With "adamw" as third argument, the steps are AdamW's instead (lr 1e-3, betas 0.9 and 0.95,
+ * eps 1e-8, decoupled weight decay 0.1 on the conv and linear weights only), after clipping
+ * the gradients to global norm 1 (hp_net_grad_sumsq, hp_net_clip_grads).
+ * Usage: torch_ref DIR [N] [sgd|adamw]
  */
 #include "backend.h"
 #include "data.h"
 #include "model.h"
 #include "net.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +46,11 @@ int main(int argc, char **argv)
     struct hp_model *m = NULL;
     struct hp_backend *be = NULL;
     struct hp_net *net = NULL;
-    const struct hp_net_config cfg = {.batch = BATCH, .nslots = 1, .need_input_grad = 0};
+    const int adamw = argc > 3 && strcmp(argv[3], "adamw") == 0;
+    const struct hp_net_config cfg = {.batch = BATCH,
+                                      .nslots = 1,
+                                      .need_input_grad = 0,
+                                      .optimizer = adamw ? HP_OPTIMIZER_ADAMW : HP_OPTIMIZER_SGD};
     char path[4096];
     FILE *lf;
 
@@ -72,14 +80,29 @@ int main(int argc, char **argv)
             sel[i] = idx[s * BATCH + i];
         hp_dataset_gather(&train, sel, BATCH, hp_net_input(net, 0), lab);
         if (hp_net_forward(net, 0, 1, (uint64_t)s) || hp_net_loss(net, 0, lab, BATCH, 1, &l, &c) ||
-            hp_net_backward(net, 0) || hp_net_sgd(net, 0.01f, 0.9f, 5e-4f))
+            hp_net_backward(net, 0))
             return 1;
+        if (adamw) {
+            const struct hp_adamw_desc d = {.lr = 1e-3f,
+                                            .wd = 0.1f,
+                                            .beta1 = 0.9f,
+                                            .beta2 = 0.95f,
+                                            .eps = 1e-8f,
+                                            .step = s + 1};
+            double sumsq;
+            if (hp_net_grad_sumsq(net, &sumsq) || hp_net_clip_grads(net, sqrt(sumsq), 1.0) ||
+                hp_net_adamw(net, &d))
+                return 1;
+        } else if (hp_net_sgd(net, 0.01f, 0.9f, 5e-4f)) {
+            return 1;
+        }
         fprintf(lf, "%.9g\n", l / BATCH);
     }
     fclose(lf);
     if (write_file(dir, "params1.bin", hp_net_params(net), np * sizeof(float)))
         return 1;
-    printf("torch_ref: %d steps, %zu parameters written to %s\n", steps, np, dir);
+    printf("torch_ref: %d %s steps, %zu parameters written to %s\n", steps, adamw ? "AdamW" : "SGD",
+           np, dir);
     free(idx);
     hp_net_destroy(net);
     hp_backend_destroy(be);

@@ -158,6 +158,40 @@ teardown() {
     [[ "$output" == *"torch_equiv: ok"* ]]
 }
 
+@test "5 AdamW steps with clipping match PyTorch's AdamW (skipped without torch)" {
+    py=""
+    for p in /usr/bin/python3 python3 /work/V/bin/python3; do
+        if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import torch' > /dev/null 2>&1; then
+            py=$p
+            break
+        fi
+    done
+    if [ -z "$py" ]; then
+        skip "PyTorch not importable (apt-get install python3-torch)"
+    fi
+    run "$(dirname "$HETPIPE")/tests/torch_ref" "$TMP" 5 adamw
+    [ "$status" -eq 0 ]
+    run "$py" "$BATS_TEST_DIRNAME/torch_equiv.py" "$TMP" --adamw
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"torch_equiv: ok"* ]]
+}
+
+@test "hetpipe train --optimizer adamw with warm-up and clipping learns; bad values are refused" {
+    run "$HETPIPE" train --model cnn --device cpu --epochs 1 --train-limit 1280 --test-limit 500 \
+        --optimizer adamw --lr 0.002 --weight-decay 0.1 --warmup 5 --clip 1 --seed 2
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"seed 2, adamw"* ]]
+    acc=$(echo "$output" | grep -o 'test loss [0-9.]* accuracy [0-9.]*' | awk '{print $5}')
+    awk -v a="$acc" 'BEGIN { exit !(a >= 50) }'
+    run "$HETPIPE" train --model cnn --device cpu --optimizer adam
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--optimizer=adam"*"allowed: sgd, adamw"* ]]
+    run "$HETPIPE" train --model cnn --device cpu --clip -1
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--clip"* ]]
+}
+
 @test "a training step of ResNet-152 and VGG-19 at ImageNet shape runs on the CPU" {
     run "$HETPIPE" time --model resnet152 --batch 1 --device cpu --steps 1 --warmup 0
     [ "$status" -eq 0 ]

@@ -14,7 +14,8 @@
  * atol = 3e-5 sqrt(K), rtol = 0: the difference of two fp32 sums has an rms of about
  * 4e-7 sqrt(K) (ten times that leaves room for Winograd and FFT algorithms), while rounding the
  * inputs to TF32 (10-bit mantissa) gives about 1.3e-4 sqrt(K); so they fail if cuBLAS or
- * cuDNN used TF32 tensor cores.
+ * cuDNN used TF32 tensor cores. AdamW's update rounds alike on both (no fused multiply-adds)
+ * and is held to a few ulps (rtol 1e-6); the sum of squares, in double on both, to 1e-12.
  *
  * Output: "ok <name> maxerr=<e>" or "FAIL <name> ..." per check, then
  * "gpu_check_ops: N passed, M failed". Exit status 0 if all passed, 1 otherwise, 77 (SKIP)
@@ -838,6 +839,91 @@ out:
     free(h);
 }
 
+/* ---- AdamW, sum of squares, scale ----------------------------------------------------- */
+
+/* Three steps from zero moments (new gradients each step, every 13th zero), decay wd. The
+ * CUDA kernel rounds each operation as the CPU does (no fused multiply-adds), so the results
+ * should agree to the bit; a few ulps are allowed. */
+static void test_adamw(float wd)
+{
+    const size_t n = 10007;
+    struct pair w = {0}, g = {0}, m = {0}, v = {0};
+    float *h = malloc(n * sizeof(float));
+    char tag[32], name[64];
+    int rc[2], err;
+
+    snprintf(tag, sizeof(tag), "wd%.1f", (double)wd);
+    snprintf(name, sizeof(name), "adamw_update/%s", tag);
+    err = h ? 0 : -HP_ENOMEM;
+    if (!err)
+        err = pair_rand(&w, n, -1.0f, 1.0f);
+    if (!err)
+        err = pair_alloc(&g, n);
+    if (!err)
+        err = pair_alloc(&m, n);
+    if (!err)
+        err = pair_alloc(&v, n);
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    for (long step = 1; step <= 3; step++) {
+        const struct hp_adamw_desc d = {
+            .lr = 1e-3f, .wd = wd, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .step = step};
+        fill_rand(h, n, -0.1f, 0.1f);
+        for (size_t i = 0; i < n; i += 13)
+            h[i] = 0.0f;
+        err = pair_upload(&g, h);
+        if (err) {
+            setup_failed(name, err);
+            goto out;
+        }
+        for (int i = 0; i < 2; i++)
+            rc[i] = OP(i, adamw_update, w.d[i], g.d[i], m.d[i], v.d[i], n, &d);
+        if (!both_ok(name, rc))
+            goto out;
+    }
+    snprintf(name, sizeof(name), "adamw_update_w/%s", tag);
+    check(name, &w, 0.0, 1e-6);
+    snprintf(name, sizeof(name), "adamw_update_m/%s", tag);
+    check(name, &m, 1e-12, 1e-6);
+    snprintf(name, sizeof(name), "adamw_update_v/%s", tag);
+    check(name, &v, 1e-15, 1e-6);
+out:
+    pair_free(&w);
+    pair_free(&g);
+    pair_free(&m);
+    pair_free(&v);
+    free(h);
+}
+
+/* The sum of squares (in double on both; the order of the additions differs) of n floats,
+ * then the tensor scaled by alpha (exact: one rounding each). */
+static void test_sumsq_scale(size_t n)
+{
+    struct pair x = {0};
+    double s[2] = {0.0, 0.0};
+    char name[64];
+    int rc[2], err;
+
+    snprintf(name, sizeof(name), "sumsq/%zu", n);
+    err = pair_rand(&x, n, -2.0f, 2.0f);
+    if (err) {
+        setup_failed(name, err);
+        return;
+    }
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, sumsq, x.d[i], n, &s[i]);
+    if (both_ok(name, rc))
+        check_scalar(name, s[1], s[0], 0.0, 1e-12);
+    snprintf(name, sizeof(name), "scale/%zu", n);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, scale, x.d[i], n, 0.37f);
+    if (both_ok(name, rc))
+        check(name, &x, 0.0, 0.0);
+    pair_free(&x);
+}
+
 /* ---- main ----------------------------------------------------------------------------- */
 
 /* $HETPIPE_CUDA_MODULE, when unset: the module of this build tree (build/hetpipe-cuda.so). */
@@ -902,6 +988,11 @@ int main(void)
     test_xent(5000, 7); /* more rows than the CUDA backend's initial loss scratch */
     test_sgd(0.9f);
     test_sgd(0.0f);
+    test_adamw(0.1f);
+    test_adamw(0.0f);
+    test_sumsq_scale(1);
+    test_sumsq_scale(10007);
+    test_sumsq_scale(3000017); /* more than the CUDA first pass's 256 x 256 threads */
 
     hp_backend_destroy(be[1]);
     hp_backend_destroy(be[0]);

@@ -25,6 +25,8 @@ int main(void)
     srunner_add_suite(sr, suite_ps());
     srunner_add_suite(sr, suite_image());
     srunner_add_suite(sr, suite_source());
+    srunner_add_suite(sr, suite_text());
+    srunner_add_suite(sr, suite_optim());
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -21,5 +21,7 @@ Suite *suite_worker(void);
 Suite *suite_ps(void);
 Suite *suite_image(void);
 Suite *suite_source(void);
+Suite *suite_text(void);
+Suite *suite_optim(void);
 
 #endif

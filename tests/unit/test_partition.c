@@ -301,7 +301,8 @@ START_TEST(memory_matches_runtime)
                 for (int u1 = u0 + 1; u1 <= m->nunits; u1++) {
                     const int nslots = 1 + (u0 + u1) % 3, ig = (u0 * 7 + u1) % 2;
                     const int rc = (u0 + 3 * u1 + (int)bi) % 2;
-                    const struct hp_net_config cfg = {batches[bi], nslots, ig, rc};
+                    const struct hp_net_config cfg = {batches[bi], nslots, ig, rc,
+                                                      HP_OPTIMIZER_SGD};
                     struct hp_net_memory mem, real;
                     ck_assert_int_eq(hp_net_plan_memory(be, m, u0, u1, &cfg, &mem), 0);
                     ck_assert_msg(
@@ -349,7 +350,8 @@ START_TEST(memory_per_sample)
         ck_assert_int_eq(hp_model_load(models[i], &m), 0);
         for (int rc = 0; rc < 2; rc++) {
             struct hp_net_memory m4, m8;
-            const struct hp_net_config c4 = {4, 1, 0, rc}, c8 = {8, 1, 0, rc};
+            const struct hp_net_config c4 = {4, 1, 0, rc, HP_OPTIMIZER_SGD},
+                                       c8 = {8, 1, 0, rc, HP_OPTIMIZER_SGD};
             ck_assert_int_eq(hp_net_plan_memory(be, m, 0, m->nunits, &c4, &m4), 0);
             ck_assert_int_eq(hp_net_plan_memory(be, m, 0, m->nunits, &c8, &m8), 0);
             per[rc] = (double)(m8.total - m4.total) / 4.0 / 1048576.0;

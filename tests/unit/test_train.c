@@ -279,7 +279,8 @@ START_TEST(gradients_in_dead_activations)
                     continue;
                 struct hp_backend *be;
                 struct hp_net *two, *one;
-                const struct hp_net_config c2 = {8, 2, 1, rc}, c1 = {8, 1, 1, rc};
+                const struct hp_net_config c2 = {8, 2, 1, rc, HP_OPTIMIZER_SGD},
+                                           c1 = {8, 1, 1, rc, HP_OPTIMIZER_SGD};
                 const size_t in = 8 * hp_shape_size(m->units[u0].in);
                 const size_t out = 8 * hp_shape_size(m->units[u1 - 1].out);
                 ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
