@@ -10,7 +10,7 @@ slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libslurm-dev shellch
 clang-14 libclang-rt-14-dev iproute2 chromium
 libturbojpeg0-dev libpng-dev
 libarchive-dev
-fortunes"
+fortunes python3-pil"
 
 missing=""
 for p in $PKGS; do
