@@ -60,20 +60,16 @@ static int read_exact(gzFile f, void *buf, size_t n, const char **err)
     return 0;
 }
 
-/* Read one IDX file: header of `ndims` dimensions after the magic, then the payload.
- * On success *data is a new buffer of the payload and dims[] holds the sizes. */
-static int read_idx(const char *path, uint32_t magic, int ndims, uint32_t *dims,
-                    unsigned char **data, size_t *bytes)
+/* Open one IDX file and read its header: `ndims` dimensions after the magic into dims[].
+ * *f: the stream at the payload. 0 or -HP_EDATA (logged, naming the file). */
+static int idx_header(const char *path, uint32_t magic, int ndims, uint32_t *dims, gzFile *out)
 {
-    unsigned char hdr[16], extra;
+    unsigned char hdr[16];
     const char *err = NULL;
-    unsigned char *buf = NULL;
-    size_t n = 1;
-    gzFile f;
-
     struct stat st;
     const int fd = hp_infile_open(path, 0, &st);
-    f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+
     if (!f) {
         int e = fd < 0 ? fd : -HP_ENOMEM;
         if (fd >= 0)
@@ -82,8 +78,13 @@ static int read_idx(const char *path, uint32_t magic, int ndims, uint32_t *dims,
                  INSTALL_HINT);
         return -HP_EDATA;
     }
-    if (read_exact(f, hdr, 4 + 4 * (size_t)ndims, &err))
-        goto bad;
+    if (read_exact(f, hdr, 4 + 4 * (size_t)ndims, &err)) {
+        hp_error("data file '%s': %s; the file is corrupt, reinstall it with: apt-get install "
+                 "--reinstall dataset-fashion-mnist",
+                 path, err);
+        gzclose(f);
+        return -HP_EDATA;
+    }
     if (be32(hdr) != magic) {
         hp_error("data file '%s': bad magic number 0x%08x (expected 0x%08x, an IDX %s file); "
                  "the file is corrupt, reinstall it with: apt-get install --reinstall "
@@ -92,10 +93,28 @@ static int read_idx(const char *path, uint32_t magic, int ndims, uint32_t *dims,
         gzclose(f);
         return -HP_EDATA;
     }
-    for (int i = 0; i < ndims; i++) {
+    for (int i = 0; i < ndims; i++)
         dims[i] = be32(hdr + 4 + 4 * i);
+    *out = f;
+    return 0;
+}
+
+/* Read one IDX file: header of `ndims` dimensions after the magic, then the payload.
+ * On success *data is a new buffer of the payload and dims[] holds the sizes. */
+static int read_idx(const char *path, uint32_t magic, int ndims, uint32_t *dims,
+                    unsigned char **data, size_t *bytes)
+{
+    unsigned char extra;
+    const char *err = NULL;
+    unsigned char *buf = NULL;
+    size_t n = 1;
+    gzFile f;
+    int rc = idx_header(path, magic, ndims, dims, &f);
+
+    if (rc)
+        return rc;
+    for (int i = 0; i < ndims; i++)
         n *= dims[i];
-    }
     if (n == 0 || n > ((size_t)1 << 34)) {
         err = "implausible sizes in the header";
         goto bad;
@@ -124,10 +143,48 @@ bad:
     return -HP_EDATA;
 }
 
+/* The two files' headers agree: 28x28 images, as many labels as images. */
+static int idx_check_dims(const char *ipath, const char *lpath, const uint32_t *idims,
+                          const uint32_t *ldims)
+{
+    if (idims[1] != 28 || idims[2] != 28) {
+        hp_error("data file '%s': images are %ux%u, expected 28x28", ipath, idims[1], idims[2]);
+        return -HP_EDATA;
+    }
+    if (idims[0] != ldims[0] || idims[0] == 0 || idims[0] > INT32_MAX / 784) {
+        hp_error("data files '%s' and '%s': %u images and %u labels, expected as many labels as "
+                 "images (at least one)",
+                 ipath, lpath, idims[0], ldims[0]);
+        return -HP_EDATA;
+    }
+    return 0;
+}
+
+int hp_dataset_count(const char *dir, int train, long *n)
+{
+    const char *base = hp_dataset_dir(dir), *split = train ? "train" : "t10k";
+    char ipath[4096], lpath[4096];
+    uint32_t idims[3], ldims[1];
+    gzFile f;
+    int rc;
+
+    snprintf(ipath, sizeof(ipath), "%s/%s-images-idx3-ubyte.gz", base, split);
+    snprintf(lpath, sizeof(lpath), "%s/%s-labels-idx1-ubyte.gz", base, split);
+    if ((rc = idx_header(ipath, IDX_IMAGES, 3, idims, &f)))
+        return rc;
+    gzclose(f);
+    if ((rc = idx_header(lpath, IDX_LABELS, 1, ldims, &f)))
+        return rc;
+    gzclose(f);
+    if ((rc = idx_check_dims(ipath, lpath, idims, ldims)))
+        return rc;
+    *n = idims[0];
+    return 0;
+}
+
 int hp_dataset_load_fashion_mnist(const char *dir, int train, struct hp_dataset *out)
 {
     const char *base = hp_dataset_dir(dir), *split = train ? "train" : "t10k";
-    const uint32_t expect = train ? 60000 : 10000;
     char ipath[4096], lpath[4096];
     uint32_t idims[3], ldims[1];
     unsigned char *img = NULL, *lab = NULL;
@@ -143,23 +200,17 @@ int hp_dataset_load_fashion_mnist(const char *dir, int train, struct hp_dataset 
     rc = read_idx(lpath, IDX_LABELS, 1, ldims, &lab, &lb);
     if (rc)
         goto out;
+    rc = idx_check_dims(ipath, lpath, idims, ldims);
+    if (rc)
+        goto out;
     rc = -HP_EDATA;
-    if (idims[1] != 28 || idims[2] != 28) {
-        hp_error("data file '%s': images are %ux%u, expected 28x28", ipath, idims[1], idims[2]);
-        goto out;
-    }
-    if (idims[0] != expect || ldims[0] != expect) {
-        hp_error("data files '%s' and '%s': %u images and %u labels, expected %u of each", ipath,
-                 lpath, idims[0], ldims[0], expect);
-        goto out;
-    }
     for (uint32_t i = 0; i < ldims[0]; i++) {
         if (lab[i] > 9) {
             hp_error("data file '%s': label %u of sample %u is not a class 0..9", lpath, lab[i], i);
             goto out;
         }
     }
-    d.n = (int)expect;
+    d.n = (int)idims[0];
     d.c = 1;
     d.h = 28;
     d.w = 28;

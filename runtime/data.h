@@ -23,12 +23,18 @@ struct hp_dataset {
  * HP_FASHION_MNIST_DIR. Static or dir itself. */
 const char *hp_dataset_dir(const char *dir);
 
-/* Load the training (train != 0, 60000 samples) or test (10000) split from `dir` (see
- * hp_dataset_dir). Checks the gzip stream, the IDX magic numbers (0x803 images, 0x801
- * labels), the sizes (28x28, matching counts, no missing or trailing bytes) and the labels.
+/* Load the training (train != 0; Fashion-MNIST's has 60000 samples) or test (10000) split
+ * from `dir` (see hp_dataset_dir). Checks the gzip stream, the IDX magic numbers (0x803
+ * images, 0x801 labels), the sizes (28x28, matching counts, no missing or trailing bytes) and
+ * the labels.
  * A missing or corrupt file gives one error naming the file, what is wrong, and how to
  * install the data set; returns -HP_EDATA (or -errno), and *out is untouched. */
 int hp_dataset_load_fashion_mnist(const char *dir, int train, struct hp_dataset *out);
+
+/* The samples of the training (train != 0) or test split in `dir`, from the two files'
+ * headers alone (the magic numbers, 28x28, as many labels as images). 0, or -HP_EDATA
+ * (logged, naming the file). */
+int hp_dataset_count(const char *dir, int train, long *n);
 
 /* Free what a successful load allocated; safe on a zeroed struct. */
 void hp_dataset_release(struct hp_dataset *d);

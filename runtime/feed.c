@@ -28,8 +28,9 @@
 #define WARN_SKIPS 10 /* skipped samples named one by one, per feed */
 
 struct slot {
-    long j;                /* the minibatch in it; -1 free; HP_FEED_TEST_SLOT: the test batch */
+    long j;                /* the minibatch in it; -1 free (the test batch's: unused) */
     int done, bad;         /* samples prepared; of them, failed */
+    int fatal;             /* a failure no skipping can help (an IDX split that cannot load) */
     float *x;              /* [batch][sample] */
     int32_t *lab;          /* [batch] */
     unsigned char *failed; /* [batch] */
@@ -145,6 +146,7 @@ static void prepare_item(struct hp_feed *f, struct hp_image_scratch *s, struct s
     if (rc) {
         if (!sl->bad++)
             snprintf(sl->err, sizeof(sl->err), "%s", err);
+        sl->fatal |= !f->src->encoded;
         if (f->c.skip_errors && f->warned++ < WARN_SKIPS)
             hp_warn("data: skipping %s%s", err,
                     f->warned == WARN_SKIPS ? " (further skipped samples are only counted)" : "");
@@ -366,6 +368,10 @@ static int failures(struct hp_feed *f, struct slot *s, const char *what)
 
     if (!s->bad)
         return 0;
+    if (s->fatal) {
+        hp_error("data: %s", s->err);
+        return -HP_EDATA;
+    }
     if (!f->c.skip_errors) {
         hp_error("data: %s (--data-on-error skip skips such samples)", s->err);
         return -HP_EDATA;
@@ -401,7 +407,7 @@ static int failures(struct hp_feed *f, struct slot *s, const char *what)
 static void prepare_here(struct hp_feed *f, struct slot *s)
 {
     pthread_mutex_lock(&f->mu);
-    s->done = s->bad = 0;
+    s->done = s->bad = s->fatal = 0;
     pthread_mutex_unlock(&f->mu);
     for (int i = 0; i < f->c.batch; i++)
         prepare_item(f, f->scr[0], s, i);
@@ -470,7 +476,7 @@ int hp_feed_test(struct hp_feed *f, int b, const float **x, int32_t *lab, int32_
         prepare_here(f, &f->test);
     } else {
         pthread_mutex_lock(&f->mu);
-        f->test.done = f->test.bad = 0;
+        f->test.done = f->test.bad = f->test.fatal = 0;
         f->test_i = 0;
         pthread_cond_broadcast(&f->work);
         rc = wait_until(f, test_ready, 0);

@@ -26,9 +26,6 @@ struct idx_source {
     int tried[2], rc[2]; /* a split's load: tried, and its outcome */
 };
 
-#define FASHION_N_TRAIN 60000 /* what data.c requires of each split */
-#define FASHION_N_TEST 10000
-
 /* The split in memory (loaded at the first call; a failure is kept and logged once). */
 static int idx_load(struct idx_source *x, int split, char *err, size_t errlen)
 {
@@ -37,6 +34,11 @@ static int idx_load(struct idx_source *x, int split, char *err, size_t errlen)
         x->tried[split] = 1;
         x->rc[split] =
             hp_dataset_load_fashion_mnist(x->s.root, split == HP_SPLIT_TRAIN, &x->d[split]);
+        if (!x->rc[split] && x->d[split].n != x->s.n[split]) {
+            hp_error("%s: the %s split holds %d samples now, %ld when it was opened", x->s.root,
+                     split == HP_SPLIT_VAL ? "test" : "training", x->d[split].n, x->s.n[split]);
+            x->rc[split] = -HP_EDATA;
+        }
     }
     const int rc = x->rc[split];
     pthread_mutex_unlock(&x->mu);
@@ -92,26 +94,6 @@ static void idx_close(struct hp_source *src)
     free(x);
 }
 
-/* dir/name is a regular file (opened and closed: not read). 0, or the error (logged, with how
- * to install the data set). */
-static int idx_present(const char *dir, const char *name)
-{
-    char path[4200];
-    struct stat st;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    const int fd = hp_infile_open(path, 0, &st);
-    if (fd < 0) {
-        hp_error(
-            "cannot open '%s': %s; install it with: apt-get install dataset-fashion-mnist, or give "
-            "--data DIR (an IDX set, an image folder or tar shards)",
-            path, hp_infile_why(fd, &st));
-        return -HP_EDATA;
-    }
-    close(fd);
-    return 0;
-}
-
 static const struct hp_source_ops idx_ops = {idx_read, idx_release, idx_begin, idx_close};
 
 int hp_source_open_idx(const char *dir, int need_val, struct hp_source **out)
@@ -126,16 +108,11 @@ int hp_source_open_idx(const char *dir, int need_val, struct hp_source **out)
     x->s.kind = HP_SOURCE_IDX;
     pthread_mutex_init(&x->mu, NULL);
     snprintf(x->s.root, sizeof(x->s.root), "%s", dir);
-    /* the files must be there (regular files); their contents are checked at the first read */
-    rc = idx_present(dir, "train-images-idx3-ubyte.gz");
-    if (!rc)
-        rc = idx_present(dir, "train-labels-idx1-ubyte.gz");
+    /* the counts from the files' headers; their contents are checked at the first read */
+    rc = hp_dataset_count(dir, 1, &x->s.n[HP_SPLIT_TRAIN]);
     snprintf(path, sizeof(path), "%s/t10k-images-idx3-ubyte.gz", dir);
-    const int have_val = access(path, F_OK) == 0;
-    if (!rc && (need_val || have_val))
-        rc = idx_present(dir, "t10k-images-idx3-ubyte.gz");
-    if (!rc && (need_val || have_val))
-        rc = idx_present(dir, "t10k-labels-idx1-ubyte.gz");
+    if (!rc && (need_val || access(path, F_OK) == 0))
+        rc = hp_dataset_count(dir, 0, &x->s.n[HP_SPLIT_VAL]);
     x->s.classes = rc == 0 ? calloc(10, sizeof(char *)) : NULL;
     if (rc == 0 && !x->s.classes)
         rc = -HP_ENOMEM;
@@ -151,8 +128,6 @@ int hp_source_open_idx(const char *dir, int need_val, struct hp_source **out)
     }
     x->s.encoded = 0;
     x->s.c = 1, x->s.h = 28, x->s.w = 28;
-    x->s.n[0] = FASHION_N_TRAIN;
-    x->s.n[1] = need_val || have_val ? FASHION_N_TEST : 0;
     *out = &x->s;
     return 0;
 }
