@@ -54,12 +54,13 @@ static const struct {
     {                                                                                              \
 #name, offsetof(struct hp_stats, name)                                                     \
     }
-    K(emulate),     K(train_s),       K(compute_s),    K(pad_s),
-    K(comm_s),      K(other_s),       K(images_per_s), K(predicted_images_per_s),
-    K(mem_peak),    K(mem_predicted), K(test_acc),     K(cpu_share),
-    K(eval_s),      K(job_s),         K(job_paused_s), K(job_images_per_s),
-    K(pull_wait_s), K(data_threads), K(data_queue), K(data_decoded),
-    K(data_skipped), K(data_decode_s), K(data_wait_s), K(data_depth_mean),
+    K(emulate),         K(train_s),       K(compute_s),    K(pad_s),
+    K(comm_s),          K(other_s),       K(images_per_s), K(predicted_images_per_s),
+    K(mem_peak),        K(mem_predicted), K(test_acc),     K(cpu_share),
+    K(eval_s),          K(job_s),         K(job_paused_s), K(job_images_per_s),
+    K(pull_wait_s),     K(data_threads),  K(data_queue),   K(data_decoded),
+    K(data_skipped),    K(data_decode_s), K(data_wait_s),  K(data_wait_start_s),
+    K(data_depth_mean),
 #undef K
 };
 

@@ -33,7 +33,7 @@ struct hp_stats {
     /* a first stage's data input (runtime/feed.h); has_data 0: none */
     int has_data;
     double data_threads, data_queue, data_decoded, data_skipped, data_decode_s, data_wait_s,
-        data_depth_mean;
+        data_wait_start_s, data_depth_mean;
 };
 
 /* One line of metrics.csv. */

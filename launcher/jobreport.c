@@ -342,8 +342,9 @@ static void warn_waits(struct wlist *w, const struct hp_jobdata *d)
 }
 
 /* Each first stage's data input: how fast it decoded, how full its queue was; a warning when
- * the pipeline waited for data more than 2% of its training time, with the threads that would
- * have kept up (the images/s it trained at without the waits, over one thread's rate). */
+ * the pipeline waited for data more than 2% of its training time in the steady state (the
+ * waits for an epoch's first minibatch, while the queue fills, left out), with the threads that
+ * would have kept up (the images/s it trained at without the waits, over one thread's rate). */
 static void warn_data(struct wlist *w, const struct hp_jobdata *d)
 {
     const struct hp_plan *p = &d->job.plan;
@@ -355,9 +356,10 @@ static void warn_data(struct wlist *w, const struct hp_jobdata *d)
         int v, st;
         if (hp_plan_rank_stage(p, r, &v, &st))
             continue;
-        const double share = x->data_wait_s / x->train_s;
+        const double wait = x->data_wait_s - x->data_wait_start_s;
+        const double share = wait / x->train_s;
         const double per_thread = x->data_decode_s > 0 ? x->data_decoded / x->data_decode_s : 0;
-        const double busy = x->train_s - x->data_wait_s;
+        const double busy = x->train_s - wait;
         const double need = busy > 0 ? (double)x->minibatches * p->opts.batch / busy : 0;
         if (x->data_skipped > 0)
             warn(w, "warn",
@@ -366,11 +368,13 @@ static void warn_data(struct wlist *w, const struct hp_jobdata *d)
                  v, r, x->data_skipped, r);
         if (share > 0.02 && per_thread > 0)
             warn(w, "warn",
-                 "VW %d (rank %d) waited %.2f s for data, %.1f%% of its training time: %.0f "
-                 "decoding thread%s prepare %.1f images/s each, and it trains %.1f images/s; "
+                 "VW %d (rank %d) waited %.2f s for data, %.1f%% of its training time (the "
+                 "first minibatch of each epoch left out): %.0f "
+                 "decoding %s %.1f images/s each, and it trains %.1f images/s; "
                  "about %.0f threads would keep up (--data-threads, on as many cores)",
-                 v, r, x->data_wait_s, 100 * share, x->data_threads,
-                 x->data_threads == 1 ? "" : "s", per_thread, need, ceil(need / per_thread));
+                 v, r, wait, 100 * share, x->data_threads,
+                 x->data_threads == 1 ? "thread prepares" : "threads prepare", per_thread, need,
+                 ceil(need / per_thread));
         else if (x->data_threads > 0)
             warn(w, "note",
                  "VW %d (rank %d) data input: %.0f decoding thread%s at %.1f images/s each, "

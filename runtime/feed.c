@@ -64,7 +64,8 @@ struct hp_feed {
     int busy;   /* items being prepared */
     /* stats */
     long decoded, skipped, skipped_epoch, depth_sum, asks, warned;
-    double decode_s, wait_s;
+    double decode_s, wait_s, wait_start_s;
+    int fresh; /* the next ask is the first of an epoch or after a restart (the queue empty) */
 };
 
 int hp_feed_counts(long avail_train, long avail_test, long train_limit, long test_limit, int batch,
@@ -264,6 +265,7 @@ static int restart(struct hp_feed *f, long j0)
     f->cur_j = j0;
     f->cur_i = 0;
     f->end_j = f->n.my_mb;
+    f->fresh = 1;
     pthread_cond_broadcast(&f->work);
     return rc;
 }
@@ -458,6 +460,9 @@ int hp_feed_train(struct hp_feed *f, long j, const float **x, int32_t *lab, doub
     }
     *wait_s = hp_now_s() - t0;
     f->wait_s += *wait_s;
+    if (f->fresh)
+        f->wait_start_s += *wait_s;
+    f->fresh = 0;
     return rc;
 }
 
@@ -697,6 +702,7 @@ void hp_feed_get_stats(const struct hp_feed *f, struct hp_feed_stats *out)
                                   .skipped = f->skipped,
                                   .decode_s = f->decode_s,
                                   .wait_s = f->wait_s,
+                                  .wait_start_s = f->wait_start_s,
                                   .depth_mean = f->asks ? (double)f->depth_sum / f->asks : 0,
                                   .asks = f->asks};
     pthread_mutex_unlock((pthread_mutex_t *)&f->mu);

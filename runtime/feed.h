@@ -94,12 +94,14 @@ int hp_feed_test(struct hp_feed *f, int b, const float **x, int32_t *lab, int32_
 /* What the input has done so far (an input feed; zeros otherwise). */
 struct hp_feed_stats {
     int threads, queue;
-    long decoded;      /* samples prepared */
-    long skipped;      /* samples that could not be decoded, skipped */
-    double decode_s;   /* the threads' time preparing samples (thread CPU time) */
-    double wait_s;     /* the pipeline's time waiting for a minibatch */
-    double depth_mean; /* minibatches ready when one was asked for, on average */
-    long asks;         /* minibatches asked for */
+    long decoded;        /* samples prepared */
+    long skipped;        /* samples that could not be decoded, skipped */
+    double decode_s;     /* the threads' time preparing samples (thread CPU time) */
+    double wait_s;       /* the pipeline's time waiting for a minibatch */
+    double wait_start_s; /* of it, for the first minibatch of an epoch or after a restart
+                            (the queue empty: filling it, an IDX split's load) */
+    double depth_mean;   /* minibatches ready when one was asked for, on average */
+    long asks;           /* minibatches asked for */
 };
 void hp_feed_get_stats(const struct hp_feed *f, struct hp_feed_stats *out);
 

@@ -342,8 +342,9 @@ int hp_report_stats(struct hp_report *r, const struct hp_worker_result *res, dou
     if (data)
         fprintf(f,
                 "data_threads = %d\ndata_queue = %d\ndata_decoded = %ld\ndata_skipped = %ld\n"
-                "data_decode_s = %.6f\ndata_wait_s = %.6f\ndata_depth_mean = %.3f\n",
+                "data_decode_s = %.6f\ndata_wait_s = %.6f\ndata_wait_start_s = %.6f\n"
+                "data_depth_mean = %.3f\n",
                 data->threads, data->queue, data->decoded, data->skipped, data->decode_s,
-                data->wait_s, data->depth_mean);
+                data->wait_s, data->wait_start_s, data->depth_mean);
     return hp_out_close(f, 1) ? -HP_EIO : 0;
 }

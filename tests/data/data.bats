@@ -320,3 +320,28 @@ train_on() {
         echo "$output" | grep -q 'train-images-idx3-ubyte.gz'
     fi
 }
+
+@test "hetpipe report: an input rank that holds its VW back is warned of, with the threads that would keep up; one that keeps up is noted" {
+    # linear224: almost no compute; 512 x 512 PNGs (no reduced decoding as for JPEG): one
+    # decoding thread cannot keep up
+    python3 tests/data/make_images.py "$TMP/png" --png --size 512 --rgb --train 320 --val 16 \
+        > /dev/null
+    run "$HETPIPE" run --local --model tests/models/linear224.ini --cluster tests/clusters/one.ini \
+        --data "$TMP/png" --data-threads 1 --batch 16 --epochs 1 --train-limit 320 --test-limit 16 \
+        --emulate off --log-every 0 --stats "$TMP/slow/stats" --run-dir "$TMP/slow"
+    [ "$status" -eq 0 ]
+    grep -q '^data_threads = 1$' "$TMP/slow/stats.0"
+    run "$HETPIPE" report "$TMP/slow" --out "$TMP/slow.html"
+    [ "$status" -eq 0 ]
+    grep -o 'VW 0 (rank 0) waited [^<]*' "$TMP/slow.html" | tee /dev/stderr |
+        grep -q 'for data, .*% of its training time (the first minibatch of each epoch left out): 1 decoding thread prepares .* images/s each.*about [2-9][0-9]* threads would keep up (--data-threads'
+    # the IDX CNN: samples in memory, no warning
+    run "$HETPIPE" run --local --cluster tests/clusters/one.ini "${IDX[@]}" --train-limit 640 \
+        --test-limit 64 --epochs 1 --emulate off --log-every 0 --stats "$TMP/fast/stats" \
+        --run-dir "$TMP/fast"
+    [ "$status" -eq 0 ]
+    run "$HETPIPE" report "$TMP/fast" --out "$TMP/fast.html"
+    [ "$status" -eq 0 ]
+    grep -q 'VW 0 (rank 0) data input: samples held in memory' "$TMP/fast.html"
+    ! grep -q 'waited [^<]* for data' "$TMP/fast.html"
+}
