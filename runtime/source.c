@@ -48,18 +48,26 @@ int hp_source_open(const char *dir, const char *dataset, int need_val, struct hp
         else if (!dataset || strcmp(dataset, "fashion-mnist") == 0)
             dir = HP_FASHION_MNIST_DIR;
         else if (strcmp(dataset, "imagenet") == 0) {
-            hp_error("model's dataset = imagenet needs --data DIR: " IMAGENET_HINT);
+            hp_error("a model with dataset = imagenet needs --data DIR: " IMAGENET_HINT);
             return -HP_EINVAL;
         } else {
-            hp_error("model's dataset = %s has no default directory: give --data DIR",
+            hp_error("a model with dataset = %s has no default data set: give --data DIR",
                      hp_str_escape(dataset, q, sizeof(q)));
             return -HP_EINVAL;
         }
     }
+    const int fashion = !dataset || strcmp(dataset, "fashion-mnist") == 0;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        hp_error("data set '%s' is not a directory: give --data DIR, a directory holding the "
-                 "IDX files (train-images-idx3-ubyte.gz), " IMAGENET_HINT,
-                 hp_str_escape(dir, q, sizeof(q)));
+        if (fashion) /* the model's own data set: say how to install it */
+            hp_error("data set '%s' is not a directory, so there is no "
+                     "'%s/train-images-idx3-ubyte.gz': install Fashion-MNIST with: apt-get "
+                     "install dataset-fashion-mnist, or give --data DIR (IDX files, " IMAGENET_HINT
+                     ")",
+                     hp_str_escape(dir, q, sizeof(q)), q);
+        else
+            hp_error("data set '%s' is not a directory: give --data DIR, a directory holding the "
+                     "IDX files (train-images-idx3-ubyte.gz), " IMAGENET_HINT,
+                     hp_str_escape(dir, q, sizeof(q)));
         return -HP_EDATA;
     }
     snprintf(path, sizeof(path), "%s/train-images-idx3-ubyte.gz", dir);

@@ -71,14 +71,21 @@ teardown() {
 @test "an ImageNet model cannot be trained on Fashion-MNIST" {
     run "$HETPIPE" train --model vgg19 --device cpu
     [ "$status" -eq 1 ]
-    [[ "$output" == *"needs a fashion-mnist model"* ]]
+    [[ "$output" == *"dataset = imagenet needs --data DIR: an image folder"* ]]
+    run "$HETPIPE" train --model vgg19 --device cpu --data /usr/share/datasets/fashion-mnist
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"model 'vgg19' has 1000 classes, but the data set at /usr/share/datasets/fashion-mnist has 10"* ]]
 }
 
 @test "a missing data set names the file and how to install it" {
     run "$HETPIPE" train --model mlp --device cpu --data "$TMP/none"
     [ "$status" -eq 1 ]
-    [[ "$output" == *"$TMP/none/train-images-idx3-ubyte.gz"* ]]
+    [[ "$output" == *"'$TMP/none/train-images-idx3-ubyte.gz'"* ]]
     [[ "$output" == *"apt-get install dataset-fashion-mnist"* ]]
+    mkdir "$TMP/empty"
+    run "$HETPIPE" train --model mlp --device cpu --data "$TMP/empty"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"'$TMP/empty' holds none of: IDX files (train-images-idx3-ubyte.gz)"* ]]
 }
 
 @test "a corrupt data file is reported, not crashed on" {

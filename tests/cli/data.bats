@@ -173,10 +173,10 @@ small_folder() {
 @test "data: bad command lines exit 2" {
     run "$HETPIPE" data
     [ "$status" -eq 2 ]
-    echo "$output" | grep -q "give a subcommand: check or pack"
+    echo "$output" | grep -q "give a subcommand: check, pack or bench"
     run "$HETPIPE" data frobnicate
     [ "$status" -eq 2 ]
-    echo "$output" | grep -q "unknown subcommand 'frobnicate' (allowed: check, pack)"
+    echo "$output" | grep -q "unknown subcommand 'frobnicate' (allowed: check, pack, bench)"
     run "$HETPIPE" data pack "$TMP"
     [ "$status" -eq 2 ]
     run "$HETPIPE" data check a b

@@ -499,7 +499,7 @@ START_TEST(no_data_set)
     ck_assert_int_lt(hp_source_open(NULL, "imagenet", 0, &s), 0);
     hp_log_capture(NULL, 0);
     snprintf(want, sizeof(want),
-             "model's dataset = imagenet needs --data DIR: an image folder "
+             "a model with dataset = imagenet needs --data DIR: an image folder "
              "(DIR/train/CLASS/*.jpg) or tar shards (DIR/train-000000.tar)");
     ck_assert_str_eq(msg, want);
 }
