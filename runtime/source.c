@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -130,4 +131,68 @@ int32_t hp_source_class_of(const long *first, int nclasses, long id)
             hi = mid - 1;
     }
     return lo;
+}
+
+int hp_source_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    size_t c = *cap ? *cap : 64;
+    void *q;
+
+    if (need <= *cap)
+        return 0;
+    while (c < need)
+        c *= 2;
+    q = realloc(*p, c * elem);
+    if (!q)
+        return -HP_ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+int hp_source_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int hp_source_list_dir(int dirfd, const char *disp, int (*keep)(int, const struct dirent *),
+                       int max, const char *what, char ***names, int *n, long *skipped)
+{
+    const int fd = dup(dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *e;
+    size_t cap = 0;
+    int rc = 0;
+
+    *names = NULL;
+    *n = 0;
+    if (!d) {
+        rc = -errno;
+        if (fd >= 0)
+            close(fd);
+        hp_error("cannot list '%s': %s", disp, hp_strerror(rc));
+        return rc;
+    }
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (keep && !keep(dirfd, e)) {
+            if (skipped)
+                (*skipped)++;
+            continue;
+        }
+        if (*n >= max) {
+            hp_error("'%s' holds more than %d %s", disp, max, what);
+            rc = -HP_EDATA;
+        } else if ((rc = hp_source_grow((void **)names, &cap, (size_t)*n + 1, sizeof(char *))) ==
+                       0 &&
+                   !((*names)[*n] = strdup(e->d_name)))
+            rc = -HP_ENOMEM;
+        else if (rc == 0)
+            (*n)++;
+    }
+    closedir(d);
+    if (*n > 1)
+        qsort(*names, (size_t)*n, sizeof(char *), hp_source_cmp_str);
+    return rc;
 }

@@ -95,6 +95,24 @@ void hp_source_close(struct hp_source *s);
 /* The format's word: "idx", "image folder", "tar shards". */
 const char *hp_source_kind_name(const struct hp_source *s);
 
+/* ---- helpers the format modules (and runtime/text.c) share ---- */
+
+/* *p, an array of *cap elements of elem bytes, grown (doubling, from 64) to hold at least
+ * need. 0 or -HP_ENOMEM (*p is then as it was). */
+int hp_source_grow(void **p, size_t *cap, size_t need, size_t elem);
+
+/* strcmp of two char * (qsort, bsearch). */
+int hp_source_cmp_str(const void *a, const void *b);
+
+/* The entries of directory dirfd whose names do not start with '.', sorted by strcmp, into
+ * *names (new strings: free each and the array; also after a failure) and *n. keep (NULL: every
+ * entry) decides which are listed; the others are counted in *skipped (may be NULL). More than
+ * max entries kept is an error naming the directory (`disp`) and `what` they are. 0, or a
+ * negative code (logged). */
+struct dirent;
+int hp_source_list_dir(int dirfd, const char *disp, int (*keep)(int, const struct dirent *),
+                       int max, const char *what, char ***names, int *n, long *skipped);
+
 /* Per-format openers (hp_source_open dispatches; tests call them directly). */
 int hp_source_open_idx(const char *dir, int need_val, struct hp_source **out);
 int hp_source_open_folder(const char *dir, int need_val, struct hp_source **out);

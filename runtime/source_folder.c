@@ -47,23 +47,6 @@ struct folder_source {
     size_t alen, acap;
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    size_t c = *cap ? *cap : 64;
-    void *q;
-
-    if (need <= *cap)
-        return 0;
-    while (c < need)
-        c *= 2;
-    q = realloc(*p, c * elem);
-    if (!q)
-        return -HP_ENOMEM;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static int is_image_name(const char *name)
 {
     const char *dot = strrchr(name, '.');
@@ -98,56 +81,10 @@ static int is_dir_entry(int dirfd, const struct dirent *e)
     return fstatat(dirfd, e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int cmp_off(const void *a, const void *b, void *arena)
 {
     return strcmp((const char *)arena + *(const uint64_t *)a,
                   (const char *)arena + *(const uint64_t *)b);
-}
-
-/* The subdirectories of dirfd (not hidden) into *names (sorted, new strings); other entries
- * counted in *skipped. `disp` names the directory for messages. */
-static int list_subdirs(int dirfd, const char *disp, char ***names, int *n, long *skipped)
-{
-    const int fd = dup(dirfd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    struct dirent *e;
-    size_t cap = 0;
-    int rc = 0;
-
-    *names = NULL;
-    *n = 0;
-    if (!d) {
-        rc = -errno;
-        if (fd >= 0)
-            close(fd);
-        hp_error("cannot list '%s': %s", disp, hp_strerror(rc));
-        return rc;
-    }
-    while (rc == 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        if (!is_dir_entry(dirfd, e)) {
-            (*skipped)++;
-            continue;
-        }
-        if (*n >= HP_SOURCE_MAX_CLASSES) {
-            hp_error("'%s' holds more than %d class folders", disp, HP_SOURCE_MAX_CLASSES);
-            rc = -HP_EDATA;
-        } else if ((rc = grow((void **)names, &cap, (size_t)*n + 1, sizeof(char *))) == 0 &&
-                   !((*names)[*n] = strdup(e->d_name)))
-            rc = -HP_ENOMEM;
-        else if (rc == 0)
-            (*n)++;
-    }
-    closedir(d);
-    if (*n > 1)
-        qsort(*names, (size_t)*n, sizeof(char *), cmp_str);
-    return rc;
 }
 
 /* Class folder `cls` of split sp: its images appended to sp's ids (sorted among themselves). */
@@ -189,8 +126,9 @@ static int list_class(struct folder_source *x, int split, const char *cls, const
         }
         const size_t len = strlen(e->d_name) + 1;
         const long id = x->s.n[split];
-        if ((rc = grow((void **)&x->arena, &x->acap, x->alen + len, 1)) == 0 &&
-            (rc = grow((void **)&sp->off, &sp->cap, (size_t)id + 1, sizeof(uint64_t))) == 0) {
+        if ((rc = hp_source_grow((void **)&x->arena, &x->acap, x->alen + len, 1)) == 0 &&
+            (rc = hp_source_grow((void **)&sp->off, &sp->cap, (size_t)id + 1, sizeof(uint64_t))) ==
+                0) {
             memcpy(x->arena + x->alen, e->d_name, len);
             sp->off[id] = x->alen;
             x->alen += len;
@@ -228,7 +166,8 @@ static int open_split(struct folder_source *x, int rootfd, int split, int need)
                  hp_str_escape(disp, q, sizeof(q)), hp_strerror(rc), split_names[split]);
         return rc;
     }
-    rc = list_subdirs(sp->fd, disp, &names, &n, &x->s.nskipped[split]);
+    rc = hp_source_list_dir(sp->fd, disp, is_dir_entry, HP_SOURCE_MAX_CLASSES, "class folders",
+                            &names, &n, &x->s.nskipped[split]);
     if (rc == 0 && split == HP_SPLIT_TRAIN) {
         x->s.classes = names;
         x->s.nclasses = n;
@@ -240,8 +179,8 @@ static int open_split(struct folder_source *x, int rootfd, int split, int need)
      * (val's folders, in strcmp order as train's, are met in label order) */
     for (int i = 0; rc == 0 && i < (split == HP_SPLIT_TRAIN ? x->s.nclasses : n); i++) {
         const char *cls = split == HP_SPLIT_TRAIN ? x->s.classes[i] : names[i];
-        char **hit =
-            (char **)bsearch(&cls, x->s.classes, (size_t)x->s.nclasses, sizeof(char *), cmp_str);
+        char **hit = (char **)bsearch(&cls, x->s.classes, (size_t)x->s.nclasses, sizeof(char *),
+                                      hp_source_cmp_str);
         const long before = x->s.n[split];
         snprintf(cdisp, sizeof(cdisp), "%s/%s", disp, cls);
         if (!hit) {

@@ -99,23 +99,6 @@ struct group {
     long label;
 };
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    size_t c = *cap ? *cap : 64;
-    void *q;
-
-    if (need <= *cap)
-        return 0;
-    while (c < need)
-        c *= 2;
-    q = realloc(*p, c * elem);
-    if (!q)
-        return -HP_ENOMEM;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static struct timespec deadline_in(int seconds)
 {
     struct timespec t;
@@ -210,8 +193,8 @@ static int flush_group(struct scan *sc, struct group *g)
     if (!g->has_img)
         return 0;
     const size_t len = strlen(g->img) + 1, had = sp->cap;
-    if ((rc = grow((void **)&x->arena, &x->acap, x->alen + len, 1)) != 0 ||
-        (rc = grow((void **)&sp->label, &sp->cap, (size_t)id + 1, sizeof(int32_t))) != 0)
+    if ((rc = hp_source_grow((void **)&x->arena, &x->acap, x->alen + len, 1)) != 0 ||
+        (rc = hp_source_grow((void **)&sp->label, &sp->cap, (size_t)id + 1, sizeof(int32_t))) != 0)
         return rc;
     if (sp->cap != had) { /* size and name follow label's capacity */
         void *p1 = realloc(sp->size, sp->cap * sizeof(uint32_t));
@@ -441,8 +424,8 @@ static int read_classes(struct shards_source *x)
         } else if (x->s.nclasses >= HP_SOURCE_MAX_CLASSES) {
             hp_error("'%s' names more than %d classes", q, HP_SOURCE_MAX_CLASSES);
             rc = -HP_EDATA;
-        } else if ((rc = grow((void **)&x->s.classes, &cap, (size_t)x->s.nclasses + 1,
-                              sizeof(char *))) == 0 &&
+        } else if ((rc = hp_source_grow((void **)&x->s.classes, &cap, (size_t)x->s.nclasses + 1,
+                                        sizeof(char *))) == 0 &&
                    !(x->s.classes[x->s.nclasses++] = strdup(line)))
             rc = -HP_ENOMEM;
     }
@@ -454,11 +437,6 @@ static int read_classes(struct shards_source *x)
     }
     x->have_classes_txt = rc == 0;
     return rc;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* ROOT's SPLIT-*.tar files, sorted, into the common fields' shard arrays. */
@@ -477,15 +455,15 @@ static int list_shards(struct shards_source *x, DIR *d)
                 e->d_name[lp - 1] != '-' || strcmp(e->d_name + n - 4, ".tar") != 0)
                 continue;
             snprintf(path, sizeof(path), "%s/%s", x->s.root, e->d_name);
-            if ((rc = grow((void **)&x->s.shard_path[sp], &cap[sp], (size_t)x->s.nshards[sp] + 1,
-                           sizeof(char *))) == 0 &&
+            if ((rc = hp_source_grow((void **)&x->s.shard_path[sp], &cap[sp],
+                                     (size_t)x->s.nshards[sp] + 1, sizeof(char *))) == 0 &&
                 !(x->s.shard_path[sp][x->s.nshards[sp]++] = strdup(path)))
                 rc = -HP_ENOMEM;
         }
     }
     for (int sp = 0; rc == 0 && sp < 2; sp++) {
         if (x->s.nshards[sp] > 1)
-            qsort(x->s.shard_path[sp], (size_t)x->s.nshards[sp], sizeof(char *), cmp_str);
+            qsort(x->s.shard_path[sp], (size_t)x->s.nshards[sp], sizeof(char *), hp_source_cmp_str);
         const size_t m = (size_t)x->s.nshards[sp] + 1;
         x->s.shard_first[sp] = calloc(m, sizeof(long));
         x->s.shard_n[sp] = calloc(m, sizeof(long));

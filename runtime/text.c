@@ -1,6 +1,8 @@
 /* text.c - a token corpus (text.h): plain text as bytes, or llm.c's token files. */
 #include "text.h"
 
+#include "source.h"
+
 #include "error.h"
 #include "infile.h"
 #include "log.h"
@@ -10,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,11 +189,6 @@ static int add_file(struct hp_text *t, int dirfd, const char *rel, const char *d
     return rc;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int has_suffix(const char *s, const char *suf)
 {
     const size_t n = strlen(s), m = strlen(suf);
@@ -202,47 +200,6 @@ static void free_names(char **names, int n)
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
-}
-
-/* The names in directory dirfd (not starting with '.'), sorted; disp for messages. */
-static int list_names(int dirfd, const char *disp, char ***names, int *n)
-{
-    const int fd = dup(dirfd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    struct dirent *e;
-    size_t cap = 0;
-    int rc = 0;
-
-    *names = NULL;
-    *n = 0;
-    if (!d) {
-        rc = -errno;
-        if (fd >= 0)
-            close(fd);
-        hp_error("cannot list '%s': %s", disp, hp_strerror(rc));
-        return rc;
-    }
-    while (rc == 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        if ((size_t)*n == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **q = realloc(*names, cap * sizeof(char *));
-            if (!q) {
-                rc = -HP_ENOMEM;
-                break;
-            }
-            *names = q;
-        }
-        if (!((*names)[*n] = strdup(e->d_name)))
-            rc = -HP_ENOMEM;
-        else
-            (*n)++;
-    }
-    closedir(d);
-    if (*n > 1)
-        qsort(*names, (size_t)*n, sizeof(char *), cmp_str);
-    return rc;
 }
 
 /* 1 when name (in dirfd) is a directory, following a link. */
@@ -515,7 +472,8 @@ int hp_text_open(const char *path, int T, int vocab, int need_val, struct hp_tex
     t->n.vocab = vocab;
     dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd >= 0) {
-        if ((rc = list_names(dirfd, path, &names, &nnames)) != 0)
+        if ((rc = hp_source_list_dir(dirfd, path, NULL, INT_MAX, "entries", &names, &nnames,
+                                     NULL)) != 0)
             goto out;
         for (int i = 0; i < nnames; i++)
             llmc |= shard_split(names[i]) != 0;

@@ -12,6 +12,19 @@ teardown() {
     rm -rf "$TMP"
 }
 
+# torch_py: py, a python3 that imports torch ($TORCH_PY, Debian's python3-torch, or a venv's);
+# the test is skipped without one (PyTorch is never a CI dependency)
+torch_py() {
+    py=""
+    for p in ${TORCH_PY:-} /usr/bin/python3 python3 /work/V/bin/python3; do
+        if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import torch' > /dev/null 2>&1; then
+            py=$p
+            return 0
+        fi
+    done
+    skip "PyTorch not importable (apt-get install python3-torch, or TORCH_PY=PYTHON)"
+}
+
 @test "hetpipe --help lists the commands" {
     run "$HETPIPE" --help
     [ "$status" -eq 0 ]
@@ -147,16 +160,7 @@ teardown() {
 }
 
 @test "a 5-step training run matches PyTorch's (second implementation, skipped without torch)" {
-    py=""
-    for p in /usr/bin/python3 python3; do
-        if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import torch' > /dev/null 2>&1; then
-            py=$p
-            break
-        fi
-    done
-    if [ -z "$py" ]; then
-        skip "PyTorch not importable (apt-get install python3-torch)"
-    fi
+    torch_py
     run "$(dirname "$HETPIPE")/tests/torch_ref" "$TMP" 5
     [ "$status" -eq 0 ]
     run "$py" "$BATS_TEST_DIRNAME/torch_equiv.py" "$TMP"
@@ -166,16 +170,7 @@ teardown() {
 }
 
 @test "5 AdamW steps with clipping match PyTorch's AdamW (skipped without torch)" {
-    py=""
-    for p in /usr/bin/python3 python3 /work/V/bin/python3; do
-        if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import torch' > /dev/null 2>&1; then
-            py=$p
-            break
-        fi
-    done
-    if [ -z "$py" ]; then
-        skip "PyTorch not importable (apt-get install python3-torch)"
-    fi
+    torch_py
     run "$(dirname "$HETPIPE")/tests/torch_ref" "$TMP" 5 adamw
     [ "$status" -eq 0 ]
     run "$py" "$BATS_TEST_DIRNAME/torch_equiv.py" "$TMP" --adamw
@@ -200,16 +195,7 @@ teardown() {
 }
 
 @test "a GPT training step matches PyTorch's (logits, loss, every gradient; skipped without torch)" {
-    py=""
-    for p in /usr/bin/python3 python3 /work/V/bin/python3; do
-        if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import torch' > /dev/null 2>&1; then
-            py=$p
-            break
-        fi
-    done
-    if [ -z "$py" ]; then
-        skip "PyTorch not importable (apt-get install python3-torch)"
-    fi
+    torch_py
     run "$(dirname "$HETPIPE")/tests/gpt_ref" "$TMP" gpt-tiny
     [ "$status" -eq 0 ]
     run "$py" "$BATS_TEST_DIRNAME/gpt_equiv.py" "$TMP"
