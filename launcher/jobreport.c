@@ -366,15 +366,21 @@ static void warn_data(struct wlist *w, const struct hp_jobdata *d)
                  "VW %d (rank %d): %.0f samples could not be decoded and were skipped "
                  "(--data-on-error skip; rank-%d.log names them)",
                  v, r, x->data_skipped, r);
+        /* the threads that keep up: the rate it trains at without the waits over one thread's
+         * (CPU time), or, where the threads did not get their CPU (a loaded machine), the
+         * threads it had scaled by the time it would have taken without the waits */
+        const double by_rate = per_thread > 0 ? ceil(need / per_thread) : 0;
+        const double by_time = busy > 0 ? ceil(x->data_threads * x->train_s / busy) : 0;
+        const double threads = by_rate > by_time ? by_rate : by_time;
         if (share > 0.02 && per_thread > 0)
             warn(w, "warn",
                  "VW %d (rank %d) waited %.2f s for data, %.1f%% of its training time (the "
                  "first minibatch of each epoch left out): %.0f "
                  "decoding %s %.1f images/s each, and it trains %.1f images/s; "
-                 "about %.0f threads would keep up (--data-threads, on as many cores)",
+                 "about %.0f thread%s would keep up (--data-threads, on as many cores)",
                  v, r, wait, 100 * share, x->data_threads,
                  x->data_threads == 1 ? "thread prepares" : "threads prepare", per_thread, need,
-                 ceil(need / per_thread));
+                 threads, threads == 1 ? "" : "s");
         else if (x->data_threads > 0)
             warn(w, "note",
                  "VW %d (rank %d) data input: %.0f decoding thread%s at %.1f images/s each, "

@@ -28,7 +28,8 @@
 #define WARN_SKIPS 10 /* skipped samples named one by one, per feed */
 
 struct slot {
-    long j;                /* the minibatch in it; -1 free (the test batch's: unused) */
+    long j; /* the minibatch in it, counted over epochs (epoch x my_mb + j); -1 free (the test
+               batch's: unused) */
     int done, bad;         /* samples prepared; of them, failed */
     int fatal;             /* a failure no skipping can help (an IDX split that cannot load) */
     float *x;              /* [batch][sample] */
@@ -44,10 +45,11 @@ struct hp_feed {
     struct hp_image_tf tf_train, tf_eval;
     size_t sample_floats;
     char what[4200];
-    int shards; /* the shards' order (contiguous ranges per VW) */
-    int epoch;
-    uint64_t epoch_seed;
-    long *order;    /* [my_mb x batch]: the VW's sample ids this epoch */
+    int shards;     /* the shards' order (contiguous ranges per VW) */
+    int epoch;      /* the epoch asked for (hp_feed_epoch) */
+    long *ord[2];   /* [my_mb x batch]: the VW's sample ids of epoch ord_ep[e & 1] */
+    int ord_ep[2];  /* -1: none */
+    int building;   /* a pool thread builds the next epoch's order */
     long *test_ids; /* [batch] */
     /* the pool */
     pthread_mutex_t mu;
@@ -57,7 +59,9 @@ struct hp_feed {
     int nth, started, quit;
     struct slot *q, test;
     int nq;
-    long cur_j, end_j; /* the cursor: minibatch cur_j's sample cur_i next, up to end_j */
+    long cur_j, end_j; /* the cursor: minibatch cur_j's sample cur_i next, up to end_j (both
+                          counted over epochs: the next epoch's first ones are prepared while
+                          this one ends) */
     int cur_i;
     int test_i; /* the test batch's next sample (batch: none to do) */
     long given; /* the minibatch given out (its slot held until the next ask), -1 */
@@ -98,8 +102,8 @@ static double thread_cpu_s(void)
 }
 
 /* Sample `id` of `split` into x and *lab with scratch s; a failure's message into err. */
-static int prepare(struct hp_feed *f, struct hp_image_scratch *s, int split, long id, float *x,
-                   int32_t *lab, char *err, size_t errlen)
+static int prepare(struct hp_feed *f, struct hp_image_scratch *s, int split, long id,
+                   uint64_t epoch_seed, float *x, int32_t *lab, char *err, size_t errlen)
 {
     struct hp_sample smp;
     char why[400] = "";
@@ -113,8 +117,8 @@ static int prepare(struct hp_feed *f, struct hp_image_scratch *s, int split, lon
         memcpy(x, smp.data, f->sample_floats * sizeof(float));
     } else {
         const struct hp_image_tf *tf = split == HP_SPLIT_TRAIN ? &f->tf_train : &f->tf_eval;
-        rc = hp_image_sample(s, smp.data, smp.size, tf, hp_rng_derive(f->epoch_seed, (uint64_t)id),
-                             x, why, sizeof(why));
+        rc = hp_image_sample(s, smp.data, smp.size, tf, hp_rng_derive(epoch_seed, (uint64_t)id), x,
+                             why, sizeof(why));
         if (rc)
             snprintf(err, errlen, "%s: %s", smp.name, why);
     }
@@ -128,15 +132,22 @@ static int prepare(struct hp_feed *f, struct hp_image_scratch *s, int split, lon
     return rc;
 }
 
+/* The seed of an epoch's random crops and flips (each sample's: derived with its id). */
+static uint64_t epoch_seed(const struct hp_feed *f, int epoch)
+{
+    return hp_rng_derive(f->c.seed, 0x5000 + (uint64_t)epoch);
+}
+
 /* Item i of slot sl (minibatch j, or the test batch) with scratch s; counts it done. The
  * caller holds no lock; the slot is its own until done reaches the batch. */
 static void prepare_item(struct hp_feed *f, struct hp_image_scratch *s, struct slot *sl, int i)
 {
     const int test = sl == &f->test;
-    const long id = test ? f->test_ids[i] : f->order[sl->j * f->c.batch + i];
+    const long e = test ? 0 : sl->j / f->n.my_mb, j = test ? 0 : sl->j % f->n.my_mb;
+    const long id = test ? f->test_ids[i] : f->ord[e & 1][j * f->c.batch + i];
     char err[600];
     const double t0 = thread_cpu_s();
-    const int rc = prepare(f, s, test ? HP_SPLIT_VAL : HP_SPLIT_TRAIN, id,
+    const int rc = prepare(f, s, test ? HP_SPLIT_VAL : HP_SPLIT_TRAIN, id, epoch_seed(f, (int)e),
                            sl->x + (size_t)i * f->sample_floats, sl->lab + i, err, sizeof(err));
     const double dt = thread_cpu_s() - t0;
 
@@ -159,7 +170,8 @@ static void prepare_item(struct hp_feed *f, struct hp_image_scratch *s, struct s
 
 /* ---- the pool ---- */
 
-/* Under the lock: the next item to prepare, or 0. */
+/* Under the lock: the next item to prepare (1), the next epoch's order to build (2: *i is the
+ * epoch), or nothing (0). */
 static int take_item(struct hp_feed *f, struct slot **sl, int *i)
 {
     if (f->test_i < f->c.batch) {
@@ -169,6 +181,14 @@ static int take_item(struct hp_feed *f, struct slot **sl, int *i)
     }
     if (f->cur_j >= f->end_j)
         return 0;
+    const int e = (int)(f->cur_j / f->n.my_mb);
+    if (f->ord_ep[e & 1] != e) {
+        if (f->building)
+            return 0;
+        f->building = 1;
+        *i = e;
+        return 2;
+    }
     struct slot *s = &f->q[f->cur_j % f->nq];
     if (s->j != f->cur_j) {
         if (s->j >= 0)
@@ -189,6 +209,8 @@ struct worker_arg {
     int t;
 };
 
+static void build_next(struct hp_feed *f, int epoch);
+
 static void *pool_thread(void *p)
 {
     struct hp_feed *f = ((struct worker_arg *)p)->f;
@@ -199,7 +221,8 @@ static void *pool_thread(void *p)
     free(p);
     pthread_mutex_lock(&f->mu);
     while (!f->quit) {
-        if (!take_item(f, &sl, &i)) {
+        const int got = take_item(f, &sl, &i);
+        if (!got) {
             struct timespec until;
             clock_gettime(CLOCK_MONOTONIC, &until);
             until.tv_sec += 1; /* idle: look again every second */
@@ -208,7 +231,10 @@ static void *pool_thread(void *p)
         }
         f->busy++;
         pthread_mutex_unlock(&f->mu);
-        prepare_item(f, s, sl, i);
+        if (got == 2)
+            build_next(f, i);
+        else
+            prepare_item(f, s, sl, i);
         pthread_mutex_lock(&f->mu);
         if (--f->busy == 0)
             pthread_cond_broadcast(&f->ready);
@@ -253,27 +279,10 @@ static int test_ready(const struct hp_feed *f, long unused)
     return f->test.done == f->c.batch && f->busy == 0;
 }
 
-/* Under the lock: the queue restarted at minibatch j0 of the order (nothing prepared kept). */
-static int restart(struct hp_feed *f, long j0)
-{
-    f->end_j = 0; /* no new items */
-    const int rc = wait_until(f, idle, 0);
-
-    for (int k = 0; k < f->nq; k++)
-        f->q[k].j = -1;
-    f->given = -1;
-    f->cur_j = j0;
-    f->cur_i = 0;
-    f->end_j = f->n.my_mb;
-    f->fresh = 1;
-    pthread_cond_broadcast(&f->work);
-    return rc;
-}
-
 /* ---- the order ---- */
 
-/* The shards' order of the epoch (feed.h), the VW's range of it into f->order. */
-static int shard_order(struct hp_feed *f, long *all)
+/* The shards' order of `epoch` (feed.h), the VW's range of it into out. */
+static int shard_order(const struct hp_feed *f, int epoch, long *all, long *out)
 {
     const struct hp_source *s = f->src;
     const int ns = s->nshards[HP_SPLIT_TRAIN];
@@ -288,26 +297,25 @@ static int shard_order(struct hp_feed *f, long *all)
         free(mp);
         return -HP_ENOMEM;
     }
-    hp_permute(sp, ns, hp_rng_derive(f->c.seed, 0x3000 + (uint64_t)f->epoch));
+    hp_permute(sp, ns, hp_rng_derive(f->c.seed, 0x3000 + (uint64_t)epoch));
     for (int i = 0; i < ns; i++) {
         const int sh = sp[i];
         const long first = s->shard_first[HP_SPLIT_TRAIN][sh];
         const int cnt = (int)s->shard_n[HP_SPLIT_TRAIN][sh];
-        hp_permute(
-            mp, cnt,
-            hp_rng_derive(hp_rng_derive(f->c.seed, 0x4000 + (uint64_t)f->epoch), (uint64_t)sh));
+        hp_permute(mp, cnt,
+                   hp_rng_derive(hp_rng_derive(f->c.seed, 0x4000 + (uint64_t)epoch), (uint64_t)sh));
         for (int m = 0; m < cnt; m++)
             all[k++] = first + mp[m];
     }
     const long per = f->n.my_mb * f->c.batch;
-    memcpy(f->order, all + (size_t)f->c.v * per, (size_t)per * sizeof(long));
+    memcpy(out, all + (size_t)f->c.v * per, (size_t)per * sizeof(long));
     free(sp);
     free(mp);
     return 0;
 }
 
-/* The epoch's order of the training samples (feed.h) into f->order. */
-static int make_order(struct hp_feed *f)
+/* The order of `epoch`'s training samples (feed.h) into out [my_mb x batch]. */
+static int make_order(const struct hp_feed *f, int epoch, long *out)
 {
     const long total = f->src->n[HP_SPLIT_TRAIN];
     const int b = f->c.batch, v = f->c.v, nv = f->c.nvws;
@@ -317,44 +325,105 @@ static int make_order(struct hp_feed *f)
         long *all = malloc((size_t)total * sizeof(long));
         if (!all)
             return -HP_ENOMEM;
-        rc = shard_order(f, all);
+        rc = shard_order(f, epoch, all, out);
         free(all);
         return rc;
     }
     int *perm = malloc((size_t)f->n.ntrain * sizeof(int));
     if (!perm)
         return -HP_ENOMEM;
-    hp_permute(perm, f->n.ntrain, hp_rng_derive(f->c.seed, 0x1000 + (uint64_t)f->epoch));
+    hp_permute(perm, f->n.ntrain, hp_rng_derive(f->c.seed, 0x1000 + (uint64_t)epoch));
     for (long j = 0; j < f->n.my_mb; j++)
         for (int i = 0; i < b; i++)
-            f->order[j * b + i] = perm[(j * nv + v) * b + i];
+            out[j * b + i] = perm[(j * nv + v) * b + i];
     free(perm);
     return 0;
 }
 
+/* A pool thread: the next epoch's order built (no lock held; the buffer, an epoch older than
+ * the one asked for, is nobody's), so that its first minibatches are prepared while this
+ * epoch ends; the shards are told the order. */
+static void build_next(struct hp_feed *f, int epoch)
+{
+    long *out = f->ord[epoch & 1];
+    const int rc = make_order(f, epoch, out);
+
+    pthread_mutex_lock(&f->mu);
+    f->building = 0;
+    if (rc) { /* no looking ahead: the ask restarts the queue there (and says why) */
+        f->end_j = (long)epoch * f->n.my_mb;
+    } else {
+        f->ord_ep[epoch & 1] = epoch;
+        pthread_cond_broadcast(&f->work);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (!rc && f->src->ops->begin)
+        f->src->ops->begin(f->src, HP_SPLIT_TRAIN, out, f->n.my_mb * f->c.batch);
+}
+
+/* How far the pool may prepare: to the end of the epoch after the one asked for (not past
+ * the job's last epoch). */
+static long lookahead_end(const struct hp_feed *f)
+{
+    const int last = f->c.epochs > 0 && f->epoch + 1 >= f->c.epochs;
+
+    return (long)(f->epoch + (last ? 1 : 2)) * f->n.my_mb;
+}
+
+/* Under the lock: the queue restarted at g0 (nothing prepared kept). */
+static int restart(struct hp_feed *f, long g0)
+{
+    f->end_j = 0; /* no new items */
+    const int rc = wait_until(f, idle, 0);
+
+    for (int k = 0; k < f->nq; k++)
+        f->q[k].j = -1;
+    f->given = -1;
+    f->cur_j = g0;
+    f->cur_i = 0;
+    f->end_j = lookahead_end(f);
+    f->fresh = 1;
+    pthread_cond_broadcast(&f->work);
+    return rc;
+}
+
+/* Under the lock: minibatch g is in the queue or the next to be assigned. */
+static int coming(const struct hp_feed *f, long g)
+{
+    return f->q[g % f->nq].j == g || (f->cur_j == g && f->cur_i == 0);
+}
+
 int hp_feed_epoch(struct hp_feed *f, int epoch, long j0)
 {
-    int rc;
+    const long g0 = (long)epoch * f->n.my_mb + j0;
+    int rc = 0;
 
     if (!(f->c.mode & HP_FEED_INPUT))
         return 0;
     pthread_mutex_lock(&f->mu);
-    f->end_j = 0;
-    rc = wait_until(f, idle, 0); /* nobody reads the old order */
-    pthread_mutex_unlock(&f->mu);
-    if (rc)
-        return rc;
     f->epoch = epoch;
-    f->epoch_seed = hp_rng_derive(f->c.seed, 0x5000 + (uint64_t)epoch);
     f->skipped_epoch = 0;
-    rc = make_order(f);
+    if (f->ord_ep[epoch & 1] == epoch && f->nth && coming(f, g0)) {
+        f->end_j = lookahead_end(f); /* looked ahead to it already: go on */
+        pthread_cond_broadcast(&f->work);
+        pthread_mutex_unlock(&f->mu);
+        return 0;
+    }
+    f->end_j = 0;
+    rc = wait_until(f, idle, 0); /* nobody reads an order now */
+    pthread_mutex_unlock(&f->mu);
+    if (!rc && f->ord_ep[epoch & 1] != epoch) {
+        f->ord_ep[epoch & 1] = -1;
+        rc = make_order(f, epoch, f->ord[epoch & 1]);
+        f->ord_ep[epoch & 1] = rc ? -1 : epoch;
+    }
     if (rc)
         return rc;
     if (f->src->ops->begin)
-        f->src->ops->begin(f->src, HP_SPLIT_TRAIN, f->order + j0 * f->c.batch,
+        f->src->ops->begin(f->src, HP_SPLIT_TRAIN, f->ord[epoch & 1] + j0 * f->c.batch,
                            (f->n.my_mb - j0) * f->c.batch);
     pthread_mutex_lock(&f->mu);
-    rc = restart(f, j0);
+    rc = restart(f, g0);
     pthread_mutex_unlock(&f->mu);
     return rc;
 }
@@ -418,36 +487,38 @@ static void prepare_here(struct hp_feed *f, struct slot *s)
 int hp_feed_train(struct hp_feed *f, long j, const float **x, int32_t *lab, double *wait_s)
 {
     const double t0 = hp_now_s();
-    struct slot *s = &f->q[j % f->nq];
+    const long g = (long)f->epoch * f->n.my_mb + j; /* counted over epochs, as the slots */
+    struct slot *s = &f->q[g % f->nq];
     int rc = 0;
 
-    if (j < 0 || j >= f->n.my_mb || !(f->c.mode & HP_FEED_INPUT))
+    if (j < 0 || j >= f->n.my_mb || !(f->c.mode & HP_FEED_INPUT) ||
+        f->ord_ep[f->epoch & 1] != f->epoch)
         return -HP_EINVAL;
     pthread_mutex_lock(&f->mu);
-    if (f->given >= 0 && f->given != j)
+    if (f->given >= 0 && f->given != g)
         f->q[f->given % f->nq].j = -1; /* released: the pool may fill it */
     f->given = -1;
     if (!f->nth) {
-        s->j = j;
+        s->j = g;
         pthread_mutex_unlock(&f->mu);
         prepare_here(f, s);
         pthread_mutex_lock(&f->mu);
     } else {
         int depth = 0;
         for (int k = 0; k < f->nq; k++)
-            depth += f->q[k].j >= j && f->q[k].done == f->c.batch;
+            depth += f->q[k].j >= g && f->q[k].done == f->c.batch;
         f->depth_sum += depth;
-        if (s->j != j && !(f->cur_j == j && f->cur_i == 0))
-            rc = restart(f, j); /* not on its way: the order restarts there */
+        if (!coming(f, g))
+            rc = restart(f, g); /* not on its way: the order restarts there */
         pthread_cond_broadcast(&f->work);
         if (!rc)
-            rc = wait_until(f, slot_ready, j);
+            rc = wait_until(f, slot_ready, g);
         if (rc)
-            hp_error("data: no minibatch %ld from %s in %d s (%d threads)", j, f->what,
-                     f->c.timeout_ms / 1000, f->nth);
+            hp_error("data: no minibatch %ld of epoch %d from %s in %d s (%d threads)", j,
+                     f->epoch + 1, f->what, f->c.timeout_ms / 1000, f->nth);
     }
     f->asks++;
-    f->given = j;
+    f->given = g;
     pthread_mutex_unlock(&f->mu);
     if (!rc) {
         char what[64];
@@ -564,11 +635,12 @@ static int input_setup(struct hp_feed *f)
 
     f->nq = f->nth ? f->c.queue : 1;
     f->q = calloc((size_t)f->nq, sizeof(*f->q));
-    f->order = malloc((size_t)(f->n.my_mb * f->c.batch) * sizeof(long));
+    f->ord[0] = malloc((size_t)(f->n.my_mb * f->c.batch) * sizeof(long));
+    f->ord[1] = malloc((size_t)(f->n.my_mb * f->c.batch) * sizeof(long));
     f->test_ids = malloc((size_t)f->c.batch * sizeof(long));
     f->scr = calloc((size_t)nscr, sizeof(*f->scr));
     f->th = calloc((size_t)nscr, sizeof(*f->th));
-    if (!f->q || !f->order || !f->test_ids || !f->scr || !f->th)
+    if (!f->q || !f->ord[0] || !f->ord[1] || !f->test_ids || !f->scr || !f->th)
         return -HP_ENOMEM;
     for (int k = 0; k < f->nq && !rc; k++)
         rc = slot_alloc(&f->q[k], f->c.batch, f->sample_floats);
@@ -612,6 +684,7 @@ int hp_feed_open(const struct hp_feed_config *c, struct hp_feed **out)
         return -HP_ENOMEM;
     f->c = *c;
     f->given = -1;
+    f->ord_ep[0] = f->ord_ep[1] = -1;
     f->test_i = c->batch;
     f->test.done = c->batch;
     if (f->c.timeout_ms <= 0)
@@ -673,7 +746,8 @@ void hp_feed_close(struct hp_feed *f)
     pthread_cond_destroy(&f->ready);
     pthread_mutex_destroy(&f->mu);
     free(f->q);
-    free(f->order);
+    free(f->ord[0]);
+    free(f->ord[1]);
     free(f->test_ids);
     free(f->scr);
     free(f->th);

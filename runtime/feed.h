@@ -62,6 +62,8 @@ struct hp_feed_config {
     int skip_errors;    /* --data-on-error skip */
     double error_limit; /* --data-error-limit */
     int timeout_ms;     /* the longest wait for one minibatch */
+    int epochs; /* the job's epochs (0: not known): the queue prepares the next epoch's first
+                   minibatches while one ends, never past the last */
 };
 
 struct hp_feed;

@@ -102,7 +102,8 @@ static int trainer_setup(struct trainer *t)
                                       .queue = (int)o->data_queue,
                                       .augment = o->data_augment,
                                       .skip_errors = o->data_on_error == 1,
-                                      .error_limit = o->data_error_limit};
+                                      .error_limit = o->data_error_limit,
+                                      .epochs = (int)o->epochs};
     if ((rc = hp_feed_open(&fc, &t->feed)) ||
         (rc = hp_backend_create(hp_opt_word(HP_OPT_DEVICE, o->device), &t->be)))
         return rc;

@@ -735,7 +735,8 @@ static int data_setup(struct worker *w)
                                       .augment = o->data_augment,
                                       .skip_errors = o->data_on_error == 1,
                                       .error_limit = o->data_error_limit,
-                                      .timeout_ms = w->timeout_ms};
+                                      .timeout_ms = w->timeout_ms,
+                                      .epochs = (int)o->epochs};
     int rc = hp_feed_open(&fc, &w->feed);
 
     if (!rc)
