@@ -12,9 +12,11 @@ teardown() {
     rm -rf "$TMP"
 }
 
-# torch_py: py, a python3 that imports torch ($TORCH_PY, Debian's python3-torch, or a venv's);
-# the test is skipped without one (PyTorch is never a CI dependency)
+# torch_py REF: py, a python3 that imports torch ($TORCH_PY, Debian's python3-torch, or a
+# venv's), and the build's reference program REF (tests/bench/REF.c, built by make, not by the
+# sanitizer builds); the test is skipped without them (PyTorch is never a CI dependency)
 torch_py() {
+    [ -x "$(dirname "$HETPIPE")/tests/$1" ] || skip "$1 is not built in $(dirname "$HETPIPE")"
     py=""
     for p in ${TORCH_PY:-} /usr/bin/python3 python3 /work/V/bin/python3; do
         if command -v "$p" > /dev/null 2>&1 && "$p" -c 'import torch' > /dev/null 2>&1; then
@@ -160,7 +162,7 @@ torch_py() {
 }
 
 @test "a 5-step training run matches PyTorch's (second implementation, skipped without torch)" {
-    torch_py
+    torch_py torch_ref
     run "$(dirname "$HETPIPE")/tests/torch_ref" "$TMP" 5
     [ "$status" -eq 0 ]
     run "$py" "$BATS_TEST_DIRNAME/torch_equiv.py" "$TMP"
@@ -170,7 +172,7 @@ torch_py() {
 }
 
 @test "5 AdamW steps with clipping match PyTorch's AdamW (skipped without torch)" {
-    torch_py
+    torch_py torch_ref
     run "$(dirname "$HETPIPE")/tests/torch_ref" "$TMP" 5 adamw
     [ "$status" -eq 0 ]
     run "$py" "$BATS_TEST_DIRNAME/torch_equiv.py" "$TMP" --adamw
@@ -195,7 +197,7 @@ torch_py() {
 }
 
 @test "a GPT training step matches PyTorch's (logits, loss, every gradient; skipped without torch)" {
-    torch_py
+    torch_py gpt_ref
     run "$(dirname "$HETPIPE")/tests/gpt_ref" "$TMP" gpt-tiny
     [ "$status" -eq 0 ]
     run "$py" "$BATS_TEST_DIRNAME/gpt_equiv.py" "$TMP"
