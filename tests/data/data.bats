@@ -345,3 +345,23 @@ train_on() {
     grep -q 'VW 0 (rank 0) data input: samples held in memory' "$TMP/fast.html"
     ! grep -q 'waited [^<]* for data' "$TMP/fast.html"
 }
+
+@test "a 3-stage VW with Nm 1 from a JPEG folder, random crops and flips: hetpipe train's losses and weights bit for bit" {
+    # three one-GPU nodes of different types: --policy ed makes one VW of them
+    printf '[cluster]\nname = three\n\n[node1]\ngpus = titanv:1\n\n[node2]\ngpus = titanrtx:1\n\n[node3]\ngpus = rtx2060:1\n' > "$TMP/c3.ini"
+    run "$HETPIPE" run --local --cluster "$TMP/c3.ini" --policy ed --nm 1 --emulate off \
+        --data "$D/jpg" --epochs 1 --train-limit 1600 --test-limit 200 --log-every 0 \
+        --step-log "$TMP/pipe.csv"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"this one of 3 stages, Nm 1"* ]]
+    pipe_hash=$(echo "$output" | sed -n 's/.*parameters hash \([0-9a-f]*\).*/\1/p')
+    run "$HETPIPE" train --model cnn --device cpu --data "$D/jpg" --epochs 1 --train-limit 1600 \
+        --test-limit 200 --log-every 0 --step-log "$TMP/train.csv"
+    [ "$status" -eq 0 ]
+    train_hash=$(echo "$output" | sed -n 's/.*parameter hash \([0-9a-f]*\).*/\1/p')
+    [ "$(wc -l < "$TMP/pipe.csv")" -eq 26 ]
+    diff "$TMP/pipe.csv" "$TMP/train.csv"
+    [ -n "$pipe_hash" ]
+    [ "$pipe_hash" = "$train_hash" ]
+}
