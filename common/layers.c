@@ -77,6 +77,20 @@ static int too_big(const struct hp_unit *u, const struct hp_op *op, const char *
  * 256 MiB (the cap the planner puts on a workspace, launcher/cost.c). */
 #define SEQ_MAX 8192
 
+/* The op's output shape, once it and the op's parameters are within the limits. */
+static int set_output(const struct hp_unit *u, struct hp_op *op, struct hp_shape out)
+{
+    if (too_big(u, op, "output", out))
+        return -HP_EMODEL;
+    if (op->nparams > HP_MAX_TENSOR) {
+        hp_error("unit '%s': %s has %zu parameters, more than %d (2^31 - 1)", u->name,
+                 hp_op_name(op->type), op->nparams, HP_MAX_TENSOR);
+        return -HP_EMODEL;
+    }
+    op->out_shape = out;
+    return 0;
+}
+
 /* Shapes and parameters of the sequence ops (layers.h): [T, 1, d] in, [T, 1, d'] out. */
 static int infer_seq(struct hp_unit *u, struct hp_op *op)
 {
@@ -129,15 +143,7 @@ static int infer_seq(struct hp_unit *u, struct hp_op *op)
     default: /* HP_OP_GELU */
         break;
     }
-    if (too_big(u, op, "output", out))
-        return -HP_EMODEL;
-    if (op->nparams > HP_MAX_TENSOR) {
-        hp_error("unit '%s': %s has %zu parameters, more than %d (2^31 - 1)", u->name,
-                 hp_op_name(op->type), op->nparams, HP_MAX_TENSOR);
-        return -HP_EMODEL;
-    }
-    op->out_shape = out;
-    return 0;
+    return set_output(u, op, out);
 }
 
 static int infer(struct hp_unit *u, struct hp_op *op)
@@ -238,15 +244,7 @@ static int infer(struct hp_unit *u, struct hp_op *op)
         hp_error("unit '%s': unknown op type %d", u->name, (int)op->type);
         return -HP_EMODEL;
     }
-    if (too_big(u, op, "output", out))
-        return -HP_EMODEL;
-    if (op->nparams > HP_MAX_TENSOR) {
-        hp_error("unit '%s': %s has %zu parameters, more than %d (2^31 - 1)", u->name,
-                 hp_op_name(op->type), op->nparams, HP_MAX_TENSOR);
-        return -HP_EMODEL;
-    }
-    op->out_shape = out;
-    return 0;
+    return set_output(u, op, out);
 }
 
 double hp_op_macs(const struct hp_op *op)
