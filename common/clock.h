@@ -27,4 +27,20 @@ static inline void hp_sleep_until(double t)
         ;
 }
 
+/* The time ms milliseconds from now on CLOCK_MONOTONIC, as a deadline for
+ * pthread_cond_timedwait on a condition variable set to that clock. */
+static inline struct timespec hp_deadline_in_ms(long ms)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 #endif

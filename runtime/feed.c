@@ -223,9 +223,7 @@ static void *pool_thread(void *p)
     while (!f->quit) {
         const int got = take_item(f, &sl, &i);
         if (!got) {
-            struct timespec until;
-            clock_gettime(CLOCK_MONOTONIC, &until);
-            until.tv_sec += 1; /* idle: look again every second */
+            const struct timespec until = hp_deadline_in_ms(1000); /* idle: look again */
             pthread_cond_timedwait(&f->work, &f->mu, &until);
             continue;
         }
@@ -246,15 +244,8 @@ static void *pool_thread(void *p)
 /* Under the lock: wait (at most timeout_ms) until cond() holds. 0 or -HP_ETIMEOUT. */
 static int wait_until(struct hp_feed *f, int (*cond)(const struct hp_feed *, long), long arg)
 {
-    struct timespec until;
+    const struct timespec until = hp_deadline_in_ms(f->c.timeout_ms);
 
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += f->c.timeout_ms / 1000;
-    until.tv_nsec += (long)(f->c.timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
     while (!cond(f, arg))
         if (pthread_cond_timedwait(&f->ready, &f->mu, &until) != 0 && !cond(f, arg))
             return -HP_ETIMEOUT;

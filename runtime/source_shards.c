@@ -26,6 +26,7 @@
  */
 #include "source.h"
 
+#include "clock.h"
 #include "error.h"
 #include "infile.h"
 #include "log.h"
@@ -98,15 +99,6 @@ struct group {
     uint32_t img_size;
     long label;
 };
-
-static struct timespec deadline_in(int seconds)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += seconds;
-    return t;
-}
 
 /* "" when path stays inside the shard, else why not. */
 static const char *path_problem(const char *path)
@@ -669,7 +661,7 @@ static void *loader_main(void *arg)
         }
         struct slot *sl = x->bsplit >= 0 && x->next_load < x->nseq ? take_slot(x, 0) : NULL;
         if (!sl) {
-            const struct timespec t = deadline_in(1); /* then look at stop again */
+            const struct timespec t = hp_deadline_in_ms(1000); /* then look at stop again */
             pthread_cond_timedwait(&x->cv, &x->mu, &t);
             continue;
         }
@@ -697,7 +689,7 @@ static int shards_read(struct hp_source *src, int split, long id, struct hp_samp
                        size_t errlen)
 {
     struct shards_source *x = (struct shards_source *)src;
-    const struct timespec until = deadline_in(WAIT_S);
+    const struct timespec until = hp_deadline_in_ms(WAIT_S * 1000L);
     struct slot *sl;
     char q[280], m[220];
 
