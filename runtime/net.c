@@ -111,6 +111,11 @@ void hp_net_destroy(struct hp_net *net)
     free(net);
 }
 
+const struct hp_model *hp_net_model(const struct hp_net *net)
+{
+    return net->model;
+}
+
 /* Build the net-global op and tensor lists from the units. */
 static int build_graph(struct hp_net *net)
 {

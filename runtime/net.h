@@ -69,6 +69,7 @@ struct hp_net;
 int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
                   const struct hp_net_config *cfg, struct hp_net **out);
 void hp_net_destroy(struct hp_net *net);
+const struct hp_model *hp_net_model(const struct hp_net *net);
 
 /* The bytes hp_net_create would allocate, by purpose, without allocating them (the backend's
  * convolutions are created, for their workspace, and destroyed). 0 or a negative code. */
