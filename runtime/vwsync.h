@@ -14,6 +14,12 @@
  * stage (dp's replicas) both happen in the net. The messages (HP_MSG_VWSYNC, the minibatch's
  * index, the part in the header's clock) go straight between the first stage and each later
  * one, each part from its own buffer; the waits are on the timeline as "vwsync".
+ *
+ * Within a VW the copies are thus identical bit for bit (a pipeline, dp's replicas). Under
+ * WSP each stage pulls its units' global weights at its own gate: the embed's and the head's
+ * copy then hold the other VWs' updates as pulled at different moments (and added by their
+ * shards in the order they arrived), so between VWs' pushes they differ by those updates;
+ * every VW's own updates to both are the same floats.
  */
 #ifndef HP_VWSYNC_H
 #define HP_VWSYNC_H
