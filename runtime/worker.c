@@ -502,8 +502,12 @@ static int units_alloc(struct worker *w, struct hp_ckpt_units *u, int own_params
                                 .vw = w->v,
                                 .params = own_params ? malloc(np * sizeof(float)) : w->wt.host,
                                 .momentum = malloc(np * sizeof(float)),
+                                .moment2 =
+                                    hp_net_moment2(w->net) ? malloc(np * sizeof(float)) : NULL,
                                 .state = malloc((ns ? ns : 1) * sizeof(float))};
-    return u->params && u->momentum && u->state ? 0 : -HP_ENOMEM;
+    return u->params && u->momentum && u->state && (u->moment2 || !hp_net_moment2(w->net))
+               ? 0
+               : -HP_ENOMEM;
 }
 
 /* The stage's state copied to host memory for a checkpoint: parameters, momentum, statistics
@@ -519,6 +523,9 @@ static int units_download(struct worker *w, struct hp_ckpt_units *u)
         memcpy(u->params, w->wt.host, w->wt.n * sizeof(float));
     if (!rc && w->wt.n)
         rc = w->be->ops->download(w->be, u->momentum, hp_net_momentum(w->net),
+                                  w->wt.n * sizeof(float));
+    if (!rc && w->wt.n && u->moment2)
+        rc = w->be->ops->download(w->be, u->moment2, hp_net_moment2(w->net),
                                   w->wt.n * sizeof(float));
     if (!rc && ns)
         rc = w->be->ops->download(w->be, u->state, hp_net_state(w->net), ns * sizeof(float));
@@ -536,6 +543,8 @@ static int units_upload(struct worker *w, const struct hp_ckpt_units *u)
     if (!rc && w->wt.n)
         rc = w->be->ops->upload(w->be, hp_net_momentum(w->net), u->momentum,
                                 w->wt.n * sizeof(float));
+    if (!rc && w->wt.n && u->moment2)
+        rc = w->be->ops->upload(w->be, hp_net_moment2(w->net), u->moment2, w->wt.n * sizeof(float));
     if (!rc && ns)
         rc = w->be->ops->upload(w->be, hp_net_state(w->net), u->state, ns * sizeof(float));
     return rc;
@@ -602,6 +611,8 @@ static int checkpoint(struct worker *w, long seq, unsigned flags, int epoch, lon
              hp_ckpt_requested ? "request" : "interval");
     snprintf(where->schedule, sizeof(where->schedule), "%s",
              hp_opt_word(HP_OPT_SCHEDULE, w->o->schedule));
+    snprintf(where->optimizer, sizeof(where->optimizer), "%s",
+             hp_opt_word(HP_OPT_OPTIMIZER, w->plan->opts.optimizer));
     if (!rc)
         rc = units_download(w, &u);
     if (!rc)
@@ -849,6 +860,7 @@ static int sync_setup(struct worker *w)
         if (!rc)
             rc = units_upload(w, &u);
         free(u.momentum);
+        free(u.moment2);
         free(u.state);
         w->seq = w->from.seq;
     }

@@ -119,3 +119,22 @@ PY
     tied_equal "$TMP/dp.bin.0" "$TMP/dp.bin.0"
     cmp "$TMP/dp.bin.0" "$TMP/dp.bin.3" # the replicas stay identical
 }
+
+@test "gpt-tiny with AdamW (4 stages, Nm 4, clipping, a tied head): killed after a checkpoint and resumed, it ends bit for bit where an uninterrupted run does; another optimizer is refused" {
+    load ../ckpt/helpers
+    cluster4
+    killed_and_resumed gpt --cluster "$TMP/c4.ini" --policy ed --nm 4 --emulate off \
+        "${GPT_OPTS[@]}" --epochs 2 --checkpoint-every 100
+    grep -q "the same plan: every rank restored exactly" "$resumed"
+    a=$(hash_of "$full") b=$(hash_of "$resumed")
+    echo "uninterrupted $a, resumed $b"
+    [ -n "$a" ]
+    [ "$a" = "$b" ]
+    grep -qx 'optimizer = adamw' "$TMP"/gpt.ck/ckpt-*/MANIFEST 2>/dev/null ||
+        grep -rqx 'optimizer = adamw' "$TMP/gpt.ck"
+    run "$HETPIPE" run --local --cluster "$TMP/c4.ini" --policy ed --nm 4 --emulate off \
+        "${GPT_OPTS[@]}" --epochs 2 --optimizer sgd --checkpoint-dir "$TMP/gpt.ck" --resume auto
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"it was taken with --optimizer adamw; this job has --optimizer sgd"* ]]
+}
