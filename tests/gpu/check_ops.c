@@ -21,7 +21,9 @@
  * token loss) at gpt-tiny's shapes, an odd one and gpt2-xl's widths: the embedding forward and
  * backward must be equal (the CUDA backend adds in the CPU's order); layer norm, attention
  * and plinear outputs get tol_k of the length of the sums behind them (said at each test);
- * GELU the plain tolerances. Bad token ids must fail on both.
+ * GELU the plain tolerances. Bad token ids must fail on both. Last, a whole training step of
+ * gpt-tiny (forward, hp_net_loss_tokens, backward, AdamW) through hp_net on both backends
+ * (test_text_step): the net's wiring of the sequence ops on the device.
  *
  * Output: "ok <name> maxerr=<e>" or "FAIL <name> ..." per check, then
  * "gpu_check_ops: N passed, M failed". Exit status 0 if all passed, 1 otherwise, 77 (SKIP)
@@ -33,6 +35,8 @@
 #include "backend.h"
 #include "error.h"
 #include "log.h"
+#include "model.h"
+#include "net.h"
 #include "rng.h"
 
 #include <math.h>
@@ -1307,6 +1311,92 @@ static void test_seq_ops(void)
     test_xent(64, 50257);
 }
 
+/* ---- a whole training step ------------------------------------------------------------ */
+
+/* Compares n floats at p[0] (CPU) and p[1] (CUDA), e.g. a net's buffers. */
+static void check_ptrs(const char *name, float *p0, float *p1, size_t n, double atol, double rtol)
+{
+    const struct pair t = {n, {p0, p1}};
+
+    check(name, &t, atol, rtol);
+}
+
+/* A text model (gpt-tiny) on both backends from the same parameters (hp_net_init_params,
+ * seed 1), token ids and labels: a training forward, hp_net_loss_tokens, backward and one
+ * AdamW step, as `hetpipe train` runs them. Compared: the logits, the loss sum, the
+ * gradients and the updated parameters. eps is 1e-6 here: AdamW's first step moves each
+ * parameter by about lr g / (|g| + eps), whose slope at g = 0 is lr / eps, so a gradient
+ * that is zero up to rounding on both backends would otherwise make it differ by a sizeable
+ * part of lr. Tolerances: logits and loss as a sum over the net's depth; the gradients 1e-5
+ * absolute (they are about 1e-3 and below); parameters 1e-5 + 1e-3 |w|. */
+static void test_text_step(const char *model, int batch)
+{
+    const struct hp_net_config cfg = {batch, 1, 0, 0, HP_OPTIMIZER_ADAMW};
+    const struct hp_adamw_desc ad = {
+        .lr = 1e-3f, .wd = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-6f, .step = 1};
+    struct hp_model *m = NULL;
+    struct hp_net *net[2] = {NULL, NULL};
+    float *ids = NULL;
+    int32_t *lab = NULL;
+    double loss[2] = {0.0, 0.0};
+    int correct[2] = {0, 0}, rc[2] = {0, 0}, err;
+    char name[96];
+    size_t rows = 0, nout = 0;
+
+    snprintf(name, sizeof(name), "train_step/%s,batch%d", model, batch);
+    err = hp_model_load(model, &m);
+    for (int i = 0; i < 2 && !err; i++) {
+        err = hp_net_create(be[i], m, 0, m->nunits, &cfg, &net[i]);
+        if (!err)
+            err = hp_net_init_params(net[i], 1);
+    }
+    if (!err) {
+        rows = (size_t)batch * hp_model_positions(m);
+        nout = rows * (size_t)m->classes;
+        ids = malloc(rows * sizeof(float));
+        lab = malloc(rows * sizeof(int32_t));
+        err = ids && lab ? 0 : -HP_ENOMEM;
+    }
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    fill_ids(ids, rows, m->classes);
+    for (size_t r = 0; r < rows; r++)
+        lab[r] = (int32_t)ids[(r + 1) % rows]; /* the next token */
+    for (int i = 0; i < 2; i++) {
+        rc[i] = OP(i, upload, hp_net_input(net[i], 0), ids, rows * sizeof(float));
+        if (!rc[i])
+            rc[i] = hp_net_forward(net[i], 0, 1, 7);
+        if (!rc[i])
+            rc[i] = hp_net_loss_tokens(net[i], 0, lab, batch, 1, &loss[i], &correct[i]);
+        if (!rc[i])
+            rc[i] = hp_net_backward(net[i], 0);
+    }
+    if (!both_ok(name, rc))
+        goto out;
+    snprintf(name, sizeof(name), "train_step_logits/%s,batch%d", model, batch);
+    check_ptrs(name, hp_net_output(net[0], 0), hp_net_output(net[1], 0), nout, tol_k(m->nunits),
+               RTOL);
+    snprintf(name, sizeof(name), "train_step_loss_tokens/%s,batch%d", model, batch);
+    check_scalar(name, loss[1], loss[0], tol_k((double)rows * m->nunits), RTOL);
+    snprintf(name, sizeof(name), "train_step_grads/%s,batch%d", model, batch);
+    check_ptrs(name, hp_net_grads(net[0]), hp_net_grads(net[1]), hp_net_nparams(net[0]), 1e-5,
+               RTOL);
+    snprintf(name, sizeof(name), "train_step_adamw/%s,batch%d", model, batch);
+    for (int i = 0; i < 2; i++)
+        rc[i] = hp_net_adamw(net[i], &ad);
+    if (both_ok(name, rc))
+        check_ptrs(name, hp_net_params(net[0]), hp_net_params(net[1]), hp_net_nparams(net[0]), 1e-5,
+                   RTOL);
+out:
+    for (int i = 0; i < 2; i++)
+        hp_net_destroy(net[i]);
+    hp_model_destroy(m);
+    free(ids);
+    free(lab);
+}
+
 /* ---- main ----------------------------------------------------------------------------- */
 
 /* $HETPIPE_CUDA_MODULE, when unset: the module of this build tree (build/hetpipe-cuda.so). */
@@ -1377,6 +1467,7 @@ int main(void)
     test_sumsq_scale(10007);
     test_sumsq_scale(3000017); /* more than the CUDA first pass's 256 x 256 threads */
     test_seq_ops();
+    test_text_step("gpt-tiny", 4);
 
     hp_backend_destroy(be[1]);
     hp_backend_destroy(be[0]);
