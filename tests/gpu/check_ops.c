@@ -936,6 +936,44 @@ static void test_sumsq_scale(size_t n)
 
 /* ---- sequence ops (GPT) --------------------------------------------------------------- */
 
+/* check() under a name formatted from fmt. */
+static void checkf(const struct pair *t, double atol, double rtol, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void checkf(const struct pair *t, double atol, double rtol, const char *fmt, ...)
+{
+    char name[128];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    check(name, t, atol, rtol);
+}
+
+/* A tensor of a test: n uniform numbers in [lo, hi) on both backends (pair_rand). */
+struct rand_spec {
+    struct pair *t;
+    size_t n;
+    float lo, hi;
+};
+#define NSPECS(s) ((int)(sizeof(s) / sizeof((s)[0])))
+
+/* pair_rand of each spec in turn: 0, or the first failure's code. */
+static int pairs_rand(const struct rand_spec *s, int count)
+{
+    int rc = 0;
+
+    for (int i = 0; i < count && !rc; i++)
+        rc = pair_rand(s[i].t, s[i].n, s[i].lo, s[i].hi);
+    return rc;
+}
+
+static void pairs_free(const struct rand_spec *s, int count)
+{
+    for (int i = 0; i < count; i++)
+        pair_free(s[i].t);
+}
+
 /* Token ids of n sequences of T positions as floats, uniform in [0, vocab). */
 static void fill_ids(float *h, size_t rows, int vocab)
 {
@@ -955,6 +993,12 @@ static void test_embed(int n, int T, int d, int vocab)
 {
     const size_t rows = (size_t)n * T;
     struct pair ids = {0}, wte = {0}, wpe = {0}, y = {0}, dy = {0}, dwte = {0}, dwpe = {0};
+    const struct rand_spec spec[] = {{&wte, (size_t)vocab * d, -1.0f, 1.0f},
+                                     {&wpe, (size_t)T * d, -1.0f, 1.0f},
+                                     {&y, rows * d, -9.0f, 9.0f},
+                                     {&dy, rows * d, -1.0f, 1.0f},
+                                     {&dwte, (size_t)vocab * d, -9.0f, 9.0f},
+                                     {&dwpe, (size_t)T * d, -9.0f, 9.0f}};
     float *h = malloc(rows * sizeof(float));
     char tag[64], name[96];
     int rc[2], err;
@@ -969,17 +1013,7 @@ static void test_embed(int n, int T, int d, int vocab)
     if (!err)
         err = pair_upload(&ids, h);
     if (!err)
-        err = pair_rand(&wte, (size_t)vocab * d, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&wpe, (size_t)T * d, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&y, rows * d, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dy, rows * d, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&dwte, (size_t)vocab * d, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dwpe, (size_t)T * d, -9.0f, 9.0f);
+        err = pairs_rand(spec, NSPECS(spec));
     if (err) {
         setup_failed(name, err);
         goto out;
@@ -993,10 +1027,8 @@ static void test_embed(int n, int T, int d, int vocab)
     for (int i = 0; i < 2; i++)
         rc[i] = OP(i, embed_backward, ids.d[i], dy.d[i], dwte.d[i], dwpe.d[i], n, T, d, vocab);
     if (both_ok(name, rc)) {
-        snprintf(name, sizeof(name), "embed_backward_dwte/%s", tag);
-        check(name, &dwte, 0.0, 0.0);
-        snprintf(name, sizeof(name), "embed_backward_dwpe/%s", tag);
-        check(name, &dwpe, 0.0, 0.0);
+        checkf(&dwte, 0.0, 0.0, "embed_backward_dwte/%s", tag);
+        checkf(&dwpe, 0.0, 0.0, "embed_backward_dwpe/%s", tag);
     }
     for (int bad = 0; bad < 2; bad++) {
         snprintf(name, sizeof(name), "embed_forward_bad_id%d/%s", bad, tag);
@@ -1015,12 +1047,7 @@ static void test_embed(int n, int T, int d, int vocab)
 out:
     free(h);
     pair_free(&ids);
-    pair_free(&wte);
-    pair_free(&wpe);
-    pair_free(&y);
-    pair_free(&dy);
-    pair_free(&dwte);
-    pair_free(&dwpe);
+    pairs_free(spec, NSPECS(spec));
 }
 
 /* Rows of x in [2, 4) (a mean to take out). y, mean and rstd: usual tolerances (sums of d
@@ -1030,30 +1057,23 @@ static void test_layernorm(int rows, int d)
 {
     struct pair x = {0}, gamma = {0}, beta = {0}, y = {0}, mean = {0}, rstd = {0}, dy = {0},
                 dx = {0}, dgamma = {0}, dbeta = {0};
+    const size_t sz = (size_t)rows * d;
+    const struct rand_spec spec[] = {{&x, sz, 2.0f, 4.0f},
+                                     {&gamma, (size_t)d, 0.5f, 1.5f},
+                                     {&beta, (size_t)d, -1.0f, 1.0f},
+                                     {&y, sz, -9.0f, 9.0f},
+                                     {&mean, (size_t)rows, -9.0f, 9.0f},
+                                     {&rstd, (size_t)rows, -9.0f, 9.0f},
+                                     {&dy, sz, -1.0f, 1.0f},
+                                     {&dx, sz, -9.0f, 9.0f},
+                                     {&dgamma, (size_t)d, -9.0f, 9.0f},
+                                     {&dbeta, (size_t)d, -9.0f, 9.0f}};
     char tag[48], name[96];
     int rc[2], err;
 
     snprintf(tag, sizeof(tag), "%dx%d", rows, d);
     snprintf(name, sizeof(name), "layernorm/%s", tag);
-    err = pair_rand(&x, (size_t)rows * d, 2.0f, 4.0f);
-    if (!err)
-        err = pair_rand(&gamma, (size_t)d, 0.5f, 1.5f);
-    if (!err)
-        err = pair_rand(&beta, (size_t)d, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&y, (size_t)rows * d, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&mean, (size_t)rows, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&rstd, (size_t)rows, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dy, (size_t)rows * d, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&dx, (size_t)rows * d, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dgamma, (size_t)d, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dbeta, (size_t)d, -9.0f, 9.0f);
+    err = pairs_rand(spec, NSPECS(spec));
     if (err) {
         setup_failed(name, err);
         goto out;
@@ -1065,10 +1085,8 @@ static void test_layernorm(int rows, int d)
     if (!both_ok(name, rc))
         goto out;
     check(name, &y, tol_k(d), RTOL);
-    snprintf(name, sizeof(name), "layernorm_forward_mean/%s", tag);
-    check(name, &mean, tol_k(d), RTOL);
-    snprintf(name, sizeof(name), "layernorm_forward_rstd/%s", tag);
-    check(name, &rstd, tol_k(d), RTOL);
+    checkf(&mean, tol_k(d), RTOL, "layernorm_forward_mean/%s", tag);
+    checkf(&rstd, tol_k(d), RTOL, "layernorm_forward_rstd/%s", tag);
 
     snprintf(name, sizeof(name), "layernorm_backward/%s", tag);
     for (int i = 0; i < 2; i++)
@@ -1076,20 +1094,15 @@ static void test_layernorm(int rows, int d)
                    dx.d[i], dgamma.d[i], dbeta.d[i], rows, d);
     if (!both_ok(name, rc))
         goto out;
-    snprintf(name, sizeof(name), "layernorm_backward_dx/%s", tag);
-    check(name, &dx, tol_k(d), RTOL);
-    snprintf(name, sizeof(name), "layernorm_backward_dgamma/%s", tag);
-    check(name, &dgamma, tol_k(rows), RTOL);
-    snprintf(name, sizeof(name), "layernorm_backward_dbeta/%s", tag);
-    check(name, &dbeta, tol_k(rows), RTOL);
+    checkf(&dx, tol_k(d), RTOL, "layernorm_backward_dx/%s", tag);
+    checkf(&dgamma, tol_k(rows), RTOL, "layernorm_backward_dgamma/%s", tag);
+    checkf(&dbeta, tol_k(rows), RTOL, "layernorm_backward_dbeta/%s", tag);
 
     /* without dx; dgamma and dbeta refilled with garbage first (the CPU's are too) */
     snprintf(name, sizeof(name), "layernorm_backward_no_dx/%s", tag);
     pair_free(&dgamma);
     pair_free(&dbeta);
-    err = pair_rand(&dgamma, (size_t)d, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dbeta, (size_t)d, -9.0f, 9.0f);
+    err = pairs_rand(spec + NSPECS(spec) - 2, 2);
     if (err) {
         setup_failed(name, err);
         goto out;
@@ -1099,20 +1112,10 @@ static void test_layernorm(int rows, int d)
                    dgamma.d[i], dbeta.d[i], rows, d);
     if (both_ok(name, rc)) {
         check(name, &dgamma, tol_k(rows), RTOL);
-        snprintf(name, sizeof(name), "layernorm_backward_no_dx_dbeta/%s", tag);
-        check(name, &dbeta, tol_k(rows), RTOL);
+        checkf(&dbeta, tol_k(rows), RTOL, "layernorm_backward_no_dx_dbeta/%s", tag);
     }
 out:
-    pair_free(&x);
-    pair_free(&gamma);
-    pair_free(&beta);
-    pair_free(&y);
-    pair_free(&mean);
-    pair_free(&rstd);
-    pair_free(&dy);
-    pair_free(&dx);
-    pair_free(&dgamma);
-    pair_free(&dbeta);
+    pairs_free(spec, NSPECS(spec));
 }
 
 /* The per-position linear layer as net.c runs it: y [rows, out] = x w^T + b; gw = dy^T x,
@@ -1120,26 +1123,17 @@ out:
 static void test_plinear(int rows, int in, int out)
 {
     struct pair x = {0}, w = {0}, b = {0}, y = {0}, dy = {0}, gw = {0}, gb = {0}, dx = {0};
+    const size_t xs = (size_t)rows * in, ys = (size_t)rows * out, ws = (size_t)out * in;
+    const struct rand_spec spec[] = {{&x, xs, -1.0f, 1.0f},           {&w, ws, -1.0f, 1.0f},
+                                     {&b, (size_t)out, -1.0f, 1.0f},  {&y, ys, -9.0f, 9.0f},
+                                     {&dy, ys, -1.0f, 1.0f},          {&gw, ws, -9.0f, 9.0f},
+                                     {&gb, (size_t)out, -9.0f, 9.0f}, {&dx, xs, -9.0f, 9.0f}};
     char tag[48], name[96];
     int rc[2], err;
 
     snprintf(tag, sizeof(tag), "%dx%d->%d", rows, in, out);
     snprintf(name, sizeof(name), "plinear/%s", tag);
-    err = pair_rand(&x, (size_t)rows * in, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&w, (size_t)out * in, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&b, (size_t)out, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&y, (size_t)rows * out, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dy, (size_t)rows * out, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&gw, (size_t)out * in, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&gb, (size_t)out, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dx, (size_t)rows * in, -9.0f, 9.0f);
+    err = pairs_rand(spec, NSPECS(spec));
     if (err) {
         setup_failed(name, err);
         goto out;
@@ -1163,21 +1157,11 @@ static void test_plinear(int rows, int in, int out)
     }
     if (!both_ok(name, rc))
         goto out;
-    snprintf(name, sizeof(name), "plinear_backward_dw/%s", tag);
-    check(name, &gw, tol_k(rows), RTOL);
-    snprintf(name, sizeof(name), "plinear_backward_db/%s", tag);
-    check(name, &gb, tol_k(rows), RTOL);
-    snprintf(name, sizeof(name), "plinear_backward_dx/%s", tag);
-    check(name, &dx, tol_k(out), RTOL);
+    checkf(&gw, tol_k(rows), RTOL, "plinear_backward_dw/%s", tag);
+    checkf(&gb, tol_k(rows), RTOL, "plinear_backward_db/%s", tag);
+    checkf(&dx, tol_k(out), RTOL, "plinear_backward_dx/%s", tag);
 out:
-    pair_free(&x);
-    pair_free(&w);
-    pair_free(&b);
-    pair_free(&y);
-    pair_free(&dy);
-    pair_free(&gw);
-    pair_free(&gb);
-    pair_free(&dx);
+    pairs_free(spec, NSPECS(spec));
 }
 
 /* qkv in [-1, 1); probs and y start as garbage (probs' zeros above the diagonal must be
@@ -1193,22 +1177,15 @@ static void test_attention(int n, int T, int d, int heads)
     const size_t psz = (size_t)n * heads * T * T;
     const int dh = d / heads;
     struct pair qkv = {0}, y = {0}, probs = {0}, dy = {0}, dqkv = {0}, ws = {0};
+    const struct rand_spec spec[] = {{&qkv, xsz, -1.0f, 1.0f},   {&y, ysz, -9.0f, 9.0f},
+                                     {&probs, psz, -9.0f, 9.0f}, {&dy, ysz, -1.0f, 1.0f},
+                                     {&dqkv, xsz, -9.0f, 9.0f},  {&ws, (size_t)T * T, -9.0f, 9.0f}};
     char tag[64], name[96];
     int rc[2], err;
 
     snprintf(tag, sizeof(tag), "n%d,T%d,d%d,h%d", n, T, d, heads);
     snprintf(name, sizeof(name), "attention/%s", tag);
-    err = pair_rand(&qkv, xsz, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&y, ysz, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&probs, psz, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dy, ysz, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&dqkv, xsz, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&ws, (size_t)T * T, -9.0f, 9.0f);
+    err = pairs_rand(spec, NSPECS(spec));
     if (err) {
         setup_failed(name, err);
         goto out;
@@ -1219,20 +1196,14 @@ static void test_attention(int n, int T, int d, int heads)
     if (!both_ok(name, rc))
         goto out;
     check(name, &y, tol_k(T), RTOL);
-    snprintf(name, sizeof(name), "attention_forward_probs/%s", tag);
-    check(name, &probs, tol_k(dh), RTOL);
+    checkf(&probs, tol_k(dh), RTOL, "attention_forward_probs/%s", tag);
     snprintf(name, sizeof(name), "attention_backward/%s", tag);
     for (int i = 0; i < 2; i++)
         rc[i] = OP(i, attention_backward, &a, qkv.d[i], probs.d[i], dy.d[i], dqkv.d[i], ws.d[i]);
     if (both_ok(name, rc))
         check(name, &dqkv, tol_k((double)T * dh), RTOL);
 out:
-    pair_free(&qkv);
-    pair_free(&y);
-    pair_free(&probs);
-    pair_free(&dy);
-    pair_free(&dqkv);
-    pair_free(&ws);
+    pairs_free(spec, NSPECS(spec));
 }
 
 /* x in [-6, 6) (both tails of tanh); then in place (y = x, dx = dy). The device's expf and
@@ -1240,17 +1211,13 @@ out:
 static void test_gelu(size_t n)
 {
     struct pair x = {0}, y = {0}, dy = {0}, dx = {0};
+    const struct rand_spec spec[] = {
+        {&x, n, -6.0f, 6.0f}, {&y, n, -9.0f, 9.0f}, {&dy, n, -1.0f, 1.0f}, {&dx, n, -9.0f, 9.0f}};
     char name[64];
     int rc[2], err;
 
     snprintf(name, sizeof(name), "gelu/%zu", n);
-    err = pair_rand(&x, n, -6.0f, 6.0f);
-    if (!err)
-        err = pair_rand(&y, n, -9.0f, 9.0f);
-    if (!err)
-        err = pair_rand(&dy, n, -1.0f, 1.0f);
-    if (!err)
-        err = pair_rand(&dx, n, -9.0f, 9.0f);
+    err = pairs_rand(spec, NSPECS(spec));
     if (err) {
         setup_failed(name, err);
         goto out;
@@ -1272,16 +1239,11 @@ static void test_gelu(size_t n)
             rc[i] = OP(i, gelu_forward, x.d[i], x.d[i], n);
     }
     if (both_ok(name, rc)) {
-        snprintf(name, sizeof(name), "gelu_backward_in_place/%zu", n);
-        check(name, &dy, ATOL, RTOL);
-        snprintf(name, sizeof(name), "gelu_forward_in_place/%zu", n);
-        check(name, &x, ATOL, RTOL);
+        checkf(&dy, ATOL, RTOL, "gelu_backward_in_place/%zu", n);
+        checkf(&x, ATOL, RTOL, "gelu_forward_in_place/%zu", n);
     }
 out:
-    pair_free(&x);
-    pair_free(&y);
-    pair_free(&dy);
-    pair_free(&dx);
+    pairs_free(spec, NSPECS(spec));
 }
 
 /* Every sequence op at gpt-tiny's shapes (a batch of 4: T 64, d 128, 4 heads, vocab 256, the
