@@ -184,8 +184,7 @@ static int seq_supported(const struct hp_backend *be, enum hp_op_type type)
     }
     if (ok)
         return 0;
-    hp_error("net: the %s backend has no %s op (sequence ops run on the CPU backend for now)",
-             be->name, hp_op_name(type));
+    hp_error("net: the %s backend has no %s op", be->name, hp_op_name(type));
     return -HP_EUNSUPPORTED;
 }
 
