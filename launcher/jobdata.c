@@ -129,21 +129,23 @@ static void load_stats(struct hp_jobdata *d, int r)
     d->nstats++;
 }
 
-/* A metrics line "split,epoch,step,seconds,loss,accuracy,images_per_s" (the last may be empty
- * on test lines). 0 or -1. */
-static int metric_line(char *line, struct hp_metric *m)
+/* A metrics line "split,epoch,step,seconds,loss,accuracy,images_per_s", or a text model's
+ * "split,epoch,step,seconds,loss,perplexity,bits_per_byte,tokens_per_s" (the last may be
+ * empty on test lines, bits per byte for token files). 0 or -1. */
+static int metric_line(char *line, int text, struct hp_metric *m)
 {
-    char *field[7], *p = line;
+    char *field[8], *p = line;
+    const int want = text ? 8 : 7;
     long v;
     int n = 0;
 
-    while (n < 7) {
+    while (n < want) {
         field[n++] = p;
         if (!(p = strchr(p, ',')))
             break;
         *p++ = '\0';
     }
-    if (n != 7 || p)
+    if (n != want || p)
         return -1;
     if (strcmp(field[0], "train") != 0 && strcmp(field[0], "test") != 0)
         return -1;
@@ -153,16 +155,26 @@ static int metric_line(char *line, struct hp_metric *m)
     m->epoch = (int)v;
     if (hp_parse_long(field[2], 0, 1L << 62, &m->step) ||
         hp_parse_double(field[3], 0.0, 1e12, &m->seconds) ||
-        hp_parse_double(field[4], -1e300, 1e300, &m->loss) ||
-        hp_parse_double(field[5], 0.0, 1.0, &m->accuracy))
+        hp_parse_double(field[4], -1e300, 1e300, &m->loss))
         return -1;
     m->images_per_s = 0.0;
+    m->perplexity = m->bits_per_byte = m->accuracy = NAN;
+    if (text)
+        return hp_parse_double(field[5], 0.0, 1e300, &m->perplexity) ||
+                       (*field[6] && hp_parse_double(field[6], 0.0, 1e300, &m->bits_per_byte)) ||
+                       (*field[7] && hp_parse_double(field[7], 0.0, 1e300, &m->images_per_s))
+                   ? -1
+                   : 0;
+    if (hp_parse_double(field[5], 0.0, 1.0, &m->accuracy))
+        return -1;
     return *field[6] && hp_parse_double(field[6], 0.0, 1e300, &m->images_per_s) ? -1 : 0;
 }
 
 static int load_metrics(struct hp_jobdata *d)
 {
     static const char header[] = "split,epoch,step,seconds,loss,accuracy,images_per_s";
+    static const char text_header[] =
+        "split,epoch,step,seconds,loss,perplexity,bits_per_byte,tokens_per_s";
     char path[4200], line[1024];
     int lineno = 1, cap = 0;
     FILE *f;
@@ -177,8 +189,11 @@ static int load_metrics(struct hp_jobdata *d)
              e == -ENOENT ? "" : ": ", e == -ENOENT ? "" : hp_infile_why(e, &st));
         return 0;
     }
-    if (!fgets(line, sizeof(line), f) || strcmp(trim(line), header) != 0) {
-        note(d, "metrics.csv: the first line is not '%s'; left out", header);
+    const int got = fgets(line, sizeof(line), f) != NULL;
+    d->text = got && strcmp(trim(line), text_header) == 0;
+    if (!got || (strcmp(line, header) != 0 && !d->text)) {
+        note(d, "metrics.csv: the first line is neither '%s' nor '%s'; left out", header,
+             text_header);
         fclose(f);
         return 0;
     }
@@ -198,11 +213,12 @@ static int load_metrics(struct hp_jobdata *d)
             }
             d->metrics = m;
         }
-        if (metric_line(t, &d->metrics[d->nmetrics])) {
+        if (metric_line(t, d->text, &d->metrics[d->nmetrics])) {
             note(d,
-                 "metrics.csv line %d: not 'train|test,EPOCH,STEP,SECONDS,LOSS,ACCURACY,"
-                 "IMAGES_PER_S'; the lines from there on are left out",
-                 lineno);
+                 "metrics.csv line %d: not 'train|test,EPOCH,STEP,SECONDS,LOSS,%s'; the lines "
+                 "from there on are left out",
+                 lineno,
+                 d->text ? "PERPLEXITY,BITS_PER_BYTE,TOKENS_PER_S" : "ACCURACY,IMAGES_PER_S");
             break;
         }
         d->nmetrics++;

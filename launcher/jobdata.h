@@ -41,7 +41,9 @@ struct hp_metric {
     int test; /* split: 1 test, 0 train */
     int epoch;
     long step; /* minibatches of all VWs so far: samples = step x batch */
-    double seconds, loss, accuracy, images_per_s;
+    double seconds, loss, accuracy, images_per_s; /* a text model's: accuracy NaN, the rate in
+                                                     tokens per second */
+    double perplexity, bits_per_byte; /* a text model's (bits_per_byte NaN for token files) */
     int part; /* in a whole job's curves: the run it comes from (0, 1, ...) */
 };
 
@@ -78,6 +80,7 @@ struct hp_jobdata {
     int nstats;             /* files read */
     struct hp_metric *metrics;
     int nmetrics, have_metrics;
+    int text;                 /* metrics.csv of a text model (loss, perplexity, bits per byte) */
     struct hp_tl_part *tl;    /* [plan.nranks] */
     int ntl;                  /* parts read */
     struct hp_log_note *logs; /* [plan.nranks] */

@@ -119,8 +119,15 @@ static void header_rates(FILE *f, const struct hp_jobdata *d)
 {
     const double S = hp_jobdata_scale(d), meas = job_measured(d), pred = d->job.plan.rate;
     const struct hp_metric *t = last_test(d);
+    char bpb[64] = "";
 
-    if (t)
+    if (t && isfinite(t->bits_per_byte))
+        snprintf(bpb, sizeof(bpb), ", %.3f bits per byte", t->bits_per_byte);
+    if (t && d->text)
+        tag(f, "<dt>validation reached</dt><dd>", "</dd>\n",
+            "loss %.4f per token, perplexity %.2f%s after epoch %d, %ld sequences, %.1f s", t->loss,
+            t->perplexity, bpb, t->epoch, t->step * (long)d->job.plan.opts.batch, t->seconds);
+    else if (t)
         tag(f, "<dt>accuracy reached</dt><dd>", "</dd>\n",
             "%.2f%% test accuracy (loss %.4f) after epoch %d, %ld samples, %.1f s",
             100 * t->accuracy, t->loss, t->epoch, t->step * (long)d->job.plan.opts.batch,

@@ -300,10 +300,16 @@ static void panel_run(FILE *f, const struct hp_jobdata *r, int i, const struct p
             const struct hp_metric *m = &r->metrics[j];
             if (!m->test || !isfinite(pn->accuracy ? m->accuracy : m->loss))
                 continue;
-            snprintf(tip, sizeof(tip),
-                     "%.120s: test loss %.4f, accuracy %.2f%% (epoch %d, step %ld, "
-                     "%.1f s)",
-                     r->name, m->loss, 100.0 * m->accuracy, m->epoch, m->step, m->seconds);
+            if (r->text)
+                snprintf(tip, sizeof(tip),
+                         "%.120s: validation loss %.4f, perplexity %.2f (epoch %d, step %ld, "
+                         "%.1f s)",
+                         r->name, m->loss, m->perplexity, m->epoch, m->step, m->seconds);
+            else
+                snprintf(tip, sizeof(tip),
+                         "%.120s: test loss %.4f, accuracy %.2f%% (epoch %d, step %ld, "
+                         "%.1f s)",
+                         r->name, m->loss, 100.0 * m->accuracy, m->epoch, m->step, m->seconds);
             hp_svg_circle(f, x[k], y[k], 3.5, c, tip);
             k++;
         }
@@ -332,7 +338,10 @@ static void curve_panel(FILE *f, const struct hp_jobdata *const *runs, int n,
     panel_range(runs, n, pn, &xmax, &ymax);
     const struct hp_svg_scale sx = {0.0, xmax, pn->x, pn->x + pn->w};
     const struct hp_svg_scale sy = {0.0, ymax, pn->y + pn->h, pn->y};
-    hp_svg_text(f, pn->x, pn->y - 10, "font-weight=\"bold\"", "%s", pn->title);
+    hp_svg_text(f, pn->x, pn->y - 10, "font-weight=\"bold\"", "%s%s", pn->title,
+                pn->accuracy && n > 0 && runs[0]->text
+                    ? " (none: a text model; see the loss, its perplexity is exp(loss))"
+                    : "");
     hp_svg_axis_y(f, &sy, pn->x, pn->x + pn->w, pn->accuracy ? "accuracy (%)" : "loss",
                   pn->accuracy ? 100.0 : 1.0);
     hp_svg_axis_x(f, &sx, pn->y + pn->h,

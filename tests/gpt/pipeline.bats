@@ -48,7 +48,7 @@ PY
     cluster4
     run "$HETPIPE" run --local --cluster "$TMP/c4.ini" --policy ed --nm 1 --emulate off \
         "${GPT_OPTS[@]}" --step-log "$TMP/pipe.csv" --timeline "$TMP/trace.json" \
-        --save-params "$TMP/pipe.bin"
+        --save-params "$TMP/pipe.bin" --run-dir "$TMP/rd" --metrics "$TMP/rd/metrics.csv"
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"this one of 4 stages, Nm 1"* ]]
@@ -68,6 +68,12 @@ PY
     tied_equal "$TMP/train.bin" "$TMP/train.bin"
     # the clipping norm's reduction between the stages is on the timeline
     grep -q '"vwsync"' "$TMP/trace.json"
+    # the job's report: validation loss, perplexity and bits per byte, no accuracy
+    run "$HETPIPE" report "$TMP/rd"
+    [ "$status" -eq 0 ]
+    grep -Eq 'validation reached</dt><dd>loss [0-9.]+ per token, perplexity [0-9.]+, [0-9.]+ bits per byte' \
+        "$TMP/rd/report.html"
+    ! grep -q 'accuracy reached' "$TMP/rd/report.html"
 }
 
 # copies_close FIRST LAST LIMIT: the token matrix and the tied copy differ by at most LIMIT of

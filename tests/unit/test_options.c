@@ -44,7 +44,8 @@ START_TEST(table_names_and_env)
                                         "checkpoint-dir",  "checkpoint-every",
                                         "checkpoint-keep", "checkpoint-write",
                                         "resume",          "timeline",
-                                        "dry-run",         "emulate"};
+                                        "dry-run",         "emulate",
+                                        "optimizer"};
     static const char *const envs[] = {"HETPIPE_POLICY",          "HETPIPE_PLACEMENT",
                                        "HETPIPE_STALENESS",       "HETPIPE_NM",
                                        "HETPIPE_RECOMPUTE",       "HETPIPE_MODEL",
@@ -52,7 +53,8 @@ START_TEST(table_names_and_env)
                                        "HETPIPE_CHECKPOINT_DIR",  "HETPIPE_CHECKPOINT_EVERY",
                                        "HETPIPE_CHECKPOINT_KEEP", "HETPIPE_CHECKPOINT_WRITE",
                                        "HETPIPE_RESUME",          "HETPIPE_TIMELINE",
-                                       "HETPIPE_DRY_RUN",         "HETPIPE_EMULATE"};
+                                       "HETPIPE_DRY_RUN",         "HETPIPE_EMULATE",
+                                       "HETPIPE_OPTIMIZER"};
     size_t njob = 0;
 
     for (int o = 0; o < HP_OPT_COUNT; o++) {
