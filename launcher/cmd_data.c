@@ -9,6 +9,7 @@
 #include "log.h"
 #include "model.h"
 #include "source.h"
+#include "text.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -16,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +109,43 @@ static long probe_all(struct hp_source *s)
     return bad;
 }
 
+/* A text model's corpus (text.h): its format, files, entries, tokens and sequences per split;
+ * a token file's tokens are checked against the vocabulary, all of them. */
+static int text_check(const char *dir, struct hp_model *m)
+{
+    struct hp_text *t;
+    char q[600];
+    int rc = hp_text_open(dir, hp_model_positions(m), m->classes, 1, &t);
+
+    if (rc)
+        return 1;
+    const struct hp_text_counts *n = hp_text_n(t);
+    printf("data set: %s\nformat: %s\nmodel: %s (context %d, vocabulary %d)\n",
+           hp_str_escape(dir, q, sizeof(q)), hp_text_describe(t), m->name, n->T, n->vocab);
+    for (int sp = 0; sp < 2; sp++) {
+        printf("%s: %" PRId64 " tokens, %ld %s", split_names[sp], n->ntokens[sp], n->nseq[sp],
+               sp == HP_TEXT_TRAIN ? "sequences an epoch" : "windows");
+        if (n->entries[sp])
+            printf(", %ld entries", n->entries[sp]);
+        printf(" (%d file%s)\n", n->files[sp], n->files[sp] == 1 ? "" : "s");
+    }
+    int32_t *tok = malloc(65536 * sizeof(int32_t));
+    for (int sp = 0; sp < 2 && tok && !rc && hp_text_kind(t) == HP_TEXT_LLMC; sp++)
+        for (int64_t off = 0; off < n->ntokens[sp] && !rc; off += 65536) /* every token < V */
+            rc = hp_text_read(t, sp, off,
+                              (long)(n->ntokens[sp] - off < 65536 ? n->ntokens[sp] - off : 65536),
+                              tok);
+    if (!tok)
+        rc = -HP_ENOMEM;
+    free(tok);
+    hp_text_close(t);
+    if (rc)
+        hp_error("data check: problems in %s", q);
+    else
+        printf("check: OK\n");
+    return rc ? 1 : 0;
+}
+
 static int data_check(const char *dir, const char *model)
 {
     struct hp_model *m = NULL;
@@ -116,6 +155,11 @@ static int data_check(const char *dir, const char *model)
 
     if (model && hp_model_load(model, &m))
         return 1;
+    if (m && m->positions > 0) {
+        const int rc = text_check(dir, m);
+        hp_model_destroy(m);
+        return rc;
+    }
     if (hp_source_open(dir, m ? m->dataset : NULL, 0, &s)) {
         hp_model_destroy(m);
         return 1;

@@ -144,3 +144,39 @@ PY
     [ "$status" -ne 0 ]
     [[ "$output" == *"it was taken with --optimizer adamw; this job has --optimizer sgd"* ]]
 }
+
+@test "llm.c token files of fortunes' two splits train a 2-stage VW as the plain text does, bit for bit; data check counts them and names a token past the vocabulary" {
+    mkdir -p "$TMP/tok"
+    python3 "$BATS_TEST_DIRNAME/../data/make_tokens.py" --split train "$TMP/tok/fortunes_train.bin" \
+        /usr/share/games/fortunes
+    python3 "$BATS_TEST_DIRNAME/../data/make_tokens.py" --split val "$TMP/tok/fortunes_val.bin" \
+        /usr/share/games/fortunes
+    run "$HETPIPE" data check "$TMP/tok" --model gpt-tiny
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"format: llm.c token files"* ]]
+    [[ "$output" == *"train: 2457788 tokens, 38402 sequences an epoch"* ]]
+    [[ "$output" == *"check: OK"* ]]
+    run "$HETPIPE" data check /usr/share/games/fortunes --model gpt-tiny
+    [[ "$output" == *"train: 2457788 tokens, 38402 sequences an epoch, 14485 entries"* ]]
+    cluster4
+    for d in text tok; do
+        data=()
+        [ "$d" = tok ] && data=(--data "$TMP/tok")
+        run "$HETPIPE" run --local --cluster "$TMP/c4.ini" --policy ed --emulate off --nm 2 \
+            "${GPT_OPTS[@]}" --train-limit 160 "${data[@]}"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        eval "hash_$d=\$(echo \"\$output\" | sed -n 's/.*parameters hash \([0-9a-f]*\).*/\1/p')"
+    done
+    echo "plain text $hash_text, token files $hash_tok"
+    [ -n "$hash_text" ]
+    [ "$hash_text" = "$hash_tok" ]
+    # a model whose vocabulary (100) is smaller than the bytes in the file
+    sed 's/^classes = 256.*/classes = 100/' "$BATS_TEST_DIRNAME/../../etc/models/gpt-tiny.ini" \
+        > "$TMP/gpt100.ini"
+    run "$HETPIPE" data check "$TMP/tok" --model "$TMP/gpt100.ini"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"token file '$TMP/tok/fortunes_train.bin': token "*" at position "*" is not below the model's vocabulary of 100"* ]]
+}
