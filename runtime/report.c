@@ -289,6 +289,9 @@ void hp_report_end(struct hp_report *r, const struct hp_worker_result *res, int 
         printf("hetpipe: stopped on request (a signal) after checkpoint %ld; resume with "
                "--resume auto\n",
                seq);
+    else if (stop_at && r->counts.text)
+        printf("hetpipe: stopped: validation loss %.4f <= %g (--stop-at) after %ld samples\n",
+               res->test_loss, o->stop_at, res->minibatches * j->batch * j->nvws);
     else if (stop_at)
         printf("hetpipe: stopped: test accuracy %.2f%% >= %g%% (--stop-at) after %ld samples\n",
                100.0 * res->test_acc, o->stop_at, res->minibatches * j->batch * j->nvws);

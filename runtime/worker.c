@@ -671,7 +671,8 @@ static int job_point(struct worker *w, int epoch, long nb, int last, int evaluat
         rc = evaluate(w, epoch, nb, step, job_s, last && nb < 0, &loss, &acc);
     if (evaluate_here) {
         hp_tl_add(w->tl, HP_TL_EVAL, te, hp_now_s(), -1, -1, 0, epoch);
-        w->stop = w->reporter && w->o->stop_at > 0.0 && 100.0 * acc >= w->o->stop_at;
+        w->stop = w->reporter && w->o->stop_at > 0.0 &&
+                  (w->n.text ? loss <= w->o->stop_at : 100.0 * acc >= w->o->stop_at);
     }
     if (!rc && w->reporter)
         flags = decide(w, nb < 0 ? w->n.my_mb : nb, req, last, &seq);

@@ -180,3 +180,16 @@ PY
     [ "$status" -eq 1 ]
     [[ "$output" == *"token file '$TMP/tok/fortunes_train.bin': token "*" at position "*" is not below the model's vocabulary of 100"* ]]
 }
+
+@test "gpt-tiny: --stop-at is a validation loss for a text model: the job stops at the first evaluation at or below it" {
+    cluster4
+    run "$HETPIPE" run --local --cluster "$TMP/c4.ini" --policy ed --emulate off \
+        "${GPT_OPTS[@]}" --train-limit 960 --eval-every 160 --stop-at 5.3 --metrics "$TMP/m.csv"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hetpipe: stopped: validation loss "*" <= 5.3 (--stop-at) after "*" samples"* ]]
+    # the last evaluation is the first at or below 5.3, and the job stopped before its end
+    awk -F, '$1 == "test" { n++; last = $5; if ($5 <= 5.3 && !hit) hit = n }
+             END { exit !(hit == n && last <= 5.3) }' "$TMP/m.csv"
+    [ "$(awk -F, '$1 == "test" { s = $3 } END { print s }' "$TMP/m.csv")" -lt 60 ]
+}
