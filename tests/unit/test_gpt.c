@@ -482,7 +482,8 @@ START_TEST(memory_matches_runtime)
                 for (int u1 = u0 + 1; u1 <= m->nunits; u1++) {
                     const int nslots = 1 + (u0 + u1) % 3, ig = (u0 * 7 + u1) % 2;
                     const int rc = (u0 + 3 * u1 + (int)bi) % 2;
-                    const struct hp_net_config cfg = {batches[bi], nslots, ig, rc, HP_OPTIMIZER_SGD};
+                    const struct hp_net_config cfg = {batches[bi], nslots, ig, rc,
+                                                      HP_OPTIMIZER_SGD};
                     struct hp_net_memory mem, real;
                     struct hp_net *net;
                     ck_assert_int_eq(hp_net_plan_memory(be, m, u0, u1, &cfg, &mem), 0);
@@ -509,7 +510,7 @@ END_TEST
 
 /* GPT-2's sizes: 124,439,808 parameters (+ the tied copy, 50257 x 768), and the FLOPs of a
  * block: 12 T d^2 MACs of the four linear layers and 2 T^2 d of attention; the T x T
- * probabilities kept per head. */
+ * probabilities kept per head; the head's projection and loss; the embedding's gather. */
 START_TEST(gpt2_sizes)
 {
     static const char *const names[] = {"gpt2", "gpt2-medium", "gpt2-xl"};
@@ -536,7 +537,18 @@ START_TEST(gpt2_sizes)
                                                    5.0 * probs + 56.0 * t * d + 2.0 * t * d);
         ck_assert_uint_eq(b->cost.workspace_bytes, 1024 * 1024 * sizeof(float));
         ck_assert_uint_ge(b->cost.saved_bytes, (size_t)heads[i] * 1024 * 1024 * sizeof(float));
-        ck_assert_double_eq(m->units[m->nunits - 1].cost.fwd_macs, t * d * 50257);
+        const struct hp_unit *e = &m->units[0], *h = &m->units[m->nunits - 1];
+        const double v = 50257;
+        ck_assert_double_eq(h->cost.fwd_macs, t * d * v);
+        /* the head: ln_f (8 and 11 per value), the projection, and the loss in its backward
+         * (8 per logit) */
+        ck_assert_double_eq(h->cost.fwd_flops, 8.0 * t * d + 2.0 * t * d * v);
+        ck_assert_double_eq(h->cost.bwd_flops, 11.0 * t * d + 4.0 * t * d * v + 8.0 * t * v);
+        /* the embedding's traffic: the ids, its output and the 2 T rows gathered, never its
+         * vocab x d matrix; backward twice that */
+        ck_assert_double_eq(e->cost.fwd_bytes, 4.0 * (t + 3.0 * t * d));
+        ck_assert_double_eq(e->cost.bwd_bytes, 8.0 * (t + 3.0 * t * d));
+        ck_assert_double_eq(e->cost.param_bytes, 4.0 * (v + t) * d);
         hp_model_destroy(m);
     }
 }
