@@ -456,54 +456,67 @@ END_TEST
 
 /* ---- the planner -------------------------------------------------------------------------- */
 
-/* The planner's memory of a net is the runtime's allocation to the byte: every unit range of
- * gpt-tiny and of the micro GPT (dropout: masks), batches 1, 3 and 8, slots, input
- * gradients, recomputation; real nets for batch <= 3. */
+/* GPT-2 (124 M) at a context of 16 (with dropout): its units' shapes but for T. */
+static const char gpt2_short[] = "[model]\ndataset = text\ninput = 16x1x1\nclasses = 50257\n"
+                                 "[embed]\ntype = embed\nwidth = 768\ndropout = 0.1\n"
+                                 "[block]\ntype = block\nheads = 12\nrepeat = 12\n"
+                                 "dropout = 0.1\n[head]\ntype = head\ntie = true\n";
+
+/* The planner's memory of a net is the runtime's allocation to the byte: every unit range (so
+ * every stage of every split) of gpt-tiny, of the micro GPT (dropout: masks) and of GPT-2 at
+ * a short context, batches 1, 3 and 8, slots and input gradients varied, each with and
+ * without recomputation, under SGD and AdamW (its second moment); real nets of the two small
+ * models for batch <= 3 (GPT-2's would take gigabytes). */
 START_TEST(memory_matches_runtime)
 {
     static const int batches[] = {1, 3, 8};
     struct hp_gpu_type type = {.tflops = 10.0, .bandwidth_gbs = 500.0, .memory_gib = 16.0};
     struct hp_gpudb db = {.types = &type, .ntypes = 1, .efficiency = 0.5};
     struct hp_backend *be;
-    long checked = 0;
+    long checked = 0, real_nets = 0;
 
     snprintf(type.name, sizeof(type.name), "x");
     ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mi = 0; mi < 3; mi++) {
         struct hp_model *m = NULL;
         if (mi == 0)
             ck_assert_int_eq(hp_model_load("gpt-tiny", &m), 0);
         else
-            m = load_text(micro);
+            m = load_text(mi == 1 ? micro : gpt2_short);
         for (size_t bi = 0; bi < sizeof(batches) / sizeof(batches[0]); bi++) {
             struct hp_cost c;
             ck_assert_int_eq(hp_cost_init(&c, m, &db, batches[bi]), 0);
             for (int u0 = 0; u0 < m->nunits; u0++)
-                for (int u1 = u0 + 1; u1 <= m->nunits; u1++) {
-                    const int nslots = 1 + (u0 + u1) % 3, ig = (u0 * 7 + u1) % 2;
-                    const int rc = (u0 + 3 * u1 + (int)bi) % 2;
-                    const struct hp_net_config cfg = {batches[bi], nslots, ig, rc,
-                                                      HP_OPTIMIZER_SGD};
-                    struct hp_net_memory mem, real;
-                    struct hp_net *net;
-                    ck_assert_int_eq(hp_net_plan_memory(be, m, u0, u1, &cfg, &mem), 0);
-                    ck_assert_msg(
-                        (double)mem.total == hp_cost_net_memory(&c, u0, u1, nslots, ig, rc),
-                        "%s [%d, %d) batch %d: runtime %zu, planner %.0f", m->name, u0, u1,
-                        batches[bi], mem.total, hp_cost_net_memory(&c, u0, u1, nslots, ig, rc));
-                    if (batches[bi] <= 3) {
-                        ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
-                        hp_net_memory(net, &real);
-                        ck_assert_int_eq(real.total, mem.total);
-                        hp_net_destroy(net);
+                for (int u1 = u0 + 1; u1 <= m->nunits; u1++)
+                    for (int k = 0; k < 4; k++) {
+                        const int nslots = 1 + (u0 + u1) % 3, ig = (u0 * 7 + u1) % 2, rc = k % 2;
+                        const int opt = k < 2 ? HP_OPTIMIZER_SGD : HP_OPTIMIZER_ADAMW;
+                        const struct hp_net_config cfg = {batches[bi], nslots, ig, rc, opt};
+                        struct hp_net_memory mem, real;
+                        struct hp_net *net;
+                        ck_assert_int_eq(hp_net_plan_memory(be, m, u0, u1, &cfg, &mem), 0);
+                        c.optimizer = opt;
+                        const double want = hp_cost_net_memory(&c, u0, u1, nslots, ig, rc);
+                        ck_assert_msg((double)mem.total == want,
+                                      "%s [%d, %d) batch %d recompute %d optimizer %d: runtime "
+                                      "%zu, planner %.0f",
+                                      m->name, u0, u1, batches[bi], rc, opt, mem.total, want);
+                        ck_assert_uint_eq(mem.moment2, opt == HP_OPTIMIZER_ADAMW ? mem.params : 0);
+                        if (batches[bi] <= 3 && mi < 2) {
+                            ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
+                            hp_net_memory(net, &real);
+                            ck_assert_int_eq(real.total, mem.total);
+                            hp_net_destroy(net);
+                            real_nets++;
+                        }
+                        checked++;
                     }
-                    checked++;
-                }
             hp_cost_release(&c);
         }
         hp_model_destroy(m);
     }
-    ck_assert_int_eq(checked, 3 * (21 + 10)); /* 6 and 4 units */
+    ck_assert_int_eq(checked, 3 * 4 * (21 + 10 + 105)); /* 6, 4 and 14 units */
+    ck_assert_int_eq(real_nets, 2 * 4 * (21 + 10));
     hp_backend_destroy(be);
 }
 END_TEST
