@@ -402,6 +402,87 @@ START_TEST(net_recompute_and_tie)
 }
 END_TEST
 
+/* gpt-tiny's gradients with recomputation (hetpipe's --recompute always) are those without,
+ * bit for bit, at every split tried: the whole model (forward, the token loss, backward), a
+ * first stage (embed and blocks), a middle stage of blocks and a last one (block and head),
+ * the stages after the first with their input gradient; slot 1 of 2 slots, so that the kept
+ * outputs and the work area are indexed by slot. A block is one unit of 12 ops: its
+ * recomputed forward makes its attention probabilities and layer norm saves again. The
+ * recomputing net keeps fewer bytes of activations, else nothing was recomputed. */
+START_TEST(tiny_recompute_bit_for_bit)
+{
+    enum { B = 2, TT = 64, W = 128 };
+    static const int splits[][2] = {{0, 6}, {0, 3}, {2, 5}, {4, 6}};
+    struct hp_model *m = NULL;
+    struct hp_backend *be;
+    int32_t labels[B * TT];
+
+    ck_assert_int_eq(hp_model_load("gpt-tiny", &m), 0);
+    ck_assert_int_eq(m->nunits, 6);
+    ck_assert_int_eq(hp_model_positions(m), TT);
+    ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+    for (int i = 0; i < B * TT; i++)
+        labels[i] = (int32_t)(hp_rng_u64(21, (uint64_t)i) % 256);
+    for (size_t k = 0; k < sizeof(splits) / sizeof(splits[0]); k++) {
+        const int u0 = splits[k][0], u1 = splits[k][1];
+        float *grads[2] = {NULL, NULL}, *gin[2] = {NULL, NULL};
+        size_t acts[2];
+        size_t np = 0, nin = (size_t)B * hp_shape_size(m->units[u0].in);
+        for (int rc = 0; rc < 2; rc++) {
+            const struct hp_net_config cfg = {B, 2, u0 > 0, rc, HP_OPTIMIZER_ADAMW};
+            struct hp_net *net;
+            struct hp_net_memory mem;
+            ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
+            ck_assert_int_eq(hp_net_init_params(net, 4), 0);
+            hp_net_memory(net, &mem);
+            acts[rc] = mem.activations;
+            np = hp_net_nparams(net);
+            float *in = hp_net_input(net, 1);
+            for (size_t i = 0; i < nin; i++)
+                in[i] = u0 == 0 ? (float)(hp_rng_u64(22, i) % 256)
+                                : (2.0f * hp_rng_uniform(22, i) - 1.0f);
+            ck_assert_int_eq(hp_net_forward(net, 1, 1, 8), 0);
+            if (u1 == m->nunits) {
+                double sum;
+                int correct;
+                ck_assert_int_eq(hp_net_loss_tokens(net, 1, labels, B, 1, &sum, &correct), 0);
+                ck_assert(sum > 0.0);
+            } else {
+                float *dy = hp_net_output_grad(net);
+                for (size_t i = 0; i < (size_t)B * TT * W; i++)
+                    dy[i] = 1e-3f * (2.0f * hp_rng_uniform(23, i) - 1.0f);
+            }
+            ck_assert_int_eq(hp_net_backward(net, 1), 0);
+            grads[rc] = malloc(np * sizeof(float));
+            memcpy(grads[rc], hp_net_grads(net), np * sizeof(float));
+            if (u0 > 0) {
+                gin[rc] = malloc(nin * sizeof(float));
+                memcpy(gin[rc], hp_net_input_grad(net), nin * sizeof(float));
+            }
+            hp_net_destroy(net);
+        }
+        size_t nonzero = 0;
+        for (size_t i = 0; i < np; i++)
+            nonzero += grads[0][i] != 0.0f;
+        ck_assert_msg(nonzero > np / 2, "[%d, %d): %zu of %zu gradients nonzero", u0, u1, nonzero,
+                      np);
+        ck_assert_msg(memcmp(grads[0], grads[1], np * sizeof(float)) == 0,
+                      "[%d, %d): gradients differ with recomputation", u0, u1);
+        if (u0 > 0)
+            ck_assert_mem_eq(gin[0], gin[1], nin * sizeof(float));
+        ck_assert_msg(acts[1] < acts[0],
+                      "[%d, %d): activations %zu with recomputation, %zu without", u0, u1, acts[1],
+                      acts[0]);
+        for (int rc = 0; rc < 2; rc++) {
+            free(grads[rc]);
+            free(gin[rc]);
+        }
+    }
+    hp_model_destroy(m);
+    hp_backend_destroy(be);
+}
+END_TEST
+
 /* The per-position loss against the formula; refusals of bad labels. */
 START_TEST(token_loss)
 {
@@ -624,6 +705,7 @@ Suite *suite_gpt(void)
     tcase_add_test(t, embed_op);
     tcase_add_test(t, net_finite_differences);
     tcase_add_test(t, net_recompute_and_tie);
+    tcase_add_test(t, tiny_recompute_bit_for_bit);
     tcase_add_test(t, token_loss);
     tcase_add_test(t, memory_matches_runtime);
     tcase_add_test(t, gpt2_sizes);
