@@ -215,6 +215,18 @@ torch_py() {
     [[ "$output" == *"model vgg19, batch 1"* ]]
 }
 
+@test "hetpipe plan of a text model gives its rates in samples and tokens (1024 per sample)" {
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --model gpt2-xl --batch 8 \
+        --out "$TMP/gpt.ini"
+    [ "$status" -eq 0 ]
+    line=$(echo "$output" | grep '^predicted:')
+    [[ "$line" == *" samples/s ("*" tokens/s) for the job"* ]]
+    samples=$(echo "$line" | sed 's/^predicted: \([0-9.]*\) samples.*/\1/')
+    tokens=$(echo "$line" | sed 's/.*(\([0-9]*\) tokens.*/\1/')
+    # tokens = samples x 1024, up to the one decimal printed
+    awk -v s="$samples" -v t="$tokens" 'BEGIN { d = t - s * 1024; exit !(d < 52 && d > -52) }'
+}
+
 @test "hetpipe plan prints the table and writes a plan file (mode 0600)" {
     run "$HETPIPE" plan --cluster etc/clusters/paper.ini --model vgg19 --policy ed \
         --placement local --staleness 2 --batch 32 --out "$TMP/plan.ini"
