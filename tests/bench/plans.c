@@ -86,14 +86,14 @@ static void gpus_used(const struct hp_plan *p, const struct hp_cluster *cl,
 }
 
 static void print_dp(const char *what, const struct hp_plan *p, const struct hp_cluster *cl,
-                     const struct hp_gpudb *db)
+                     const struct hp_gpudb *db, const char *per)
 {
     char used[512];
     int nrc;
 
     gpus_used(p, cl, db, used, sizeof(used), &nrc);
-    printf("  %-38s %2d GPUs, %6.1f %s/s (allreduce %5.1f ms): %s\n", what, p->nvws, p->rate,
-           p->opts.batch == 32 ? "images" : "samples", 1e3 * p->allreduce_s, used);
+    printf("  %-38s %2d GPUs, %6.1f %s/s (allreduce %5.1f ms): %s\n", what, p->nvws, p->rate, per,
+           1e3 * p->allreduce_s, used);
 }
 
 /* The minibatch a model is planned at here: 8 sequences for a text model of a long context
@@ -173,7 +173,7 @@ static int gpt_plans(const struct hp_gpudb *db)
                    m->name, m->nparams - m->ntied, c.batch, T, clusters[ci], cl.ngpus);
             const int okdp = plan(&c, &cl, HP_POLICY_DP, HP_PLACEMENT_DEFAULT, &dp) == 0;
             if (okdp) {
-                print_dp("dp, recomputation where needed:", &dp, &cl, db);
+                print_dp("dp, recomputation where needed:", &dp, &cl, db, "samples");
             } else {
                 /* no GPU holds the parameters and AdamW's two moments: dp under SGD (one
                  * moment) for reference */
@@ -181,7 +181,7 @@ static int gpt_plans(const struct hp_gpudb *db)
                 c.optimizer = HP_OPTIMIZER_SGD;
                 printf("  dp: does not fit (no GPU holds the whole model and AdamW's moments)\n");
                 if (!plan(&c, &cl, HP_POLICY_DP, HP_PLACEMENT_DEFAULT, &sgd)) {
-                    print_dp("dp under SGD instead, for reference:", &sgd, &cl, db);
+                    print_dp("dp under SGD instead, for reference:", &sgd, &cl, db, "samples");
                     printf("  %-38s %.0f tokens/s\n", "", sgd.rate * T);
                     hp_plan_release(&sgd);
                 }
@@ -368,11 +368,11 @@ int main(void)
             "\n%s, minibatch 32, paper.ini (16 GPUs: 4 titanv, 4 titanrtx, 4 rtx2060, 4 p4000)\n",
             m->name);
         if (okn)
-            print_dp("dp, no recomputation, on 16:", &dpnever, &paper, &db);
+            print_dp("dp, no recomputation, on 16:", &dpnever, &paper, &db, "images");
         if (ok16)
-            print_dp("dp(16), recomputation where needed:", &dp16, &paper, &db);
+            print_dp("dp(16), recomputation where needed:", &dp16, &paper, &db, "images");
         if (ok12)
-            print_dp("dp(12), the 12 without rtx2060:", &dp12, &twelve, &db);
+            print_dp("dp(12), the 12 without rtx2060:", &dp12, &twelve, &db, "images");
         printf("  %-6s %-9s %-16s %10s %10s %10s %12s %10s\n", "policy", "placement", "Nm per VW",
                "images/s", "vs dp(16)", "vs dp(12)", "net MB/wave", "recompute");
         /* the policies by name: the enum begins with auto, so no range of it lists them */
