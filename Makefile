@@ -109,7 +109,7 @@ COMMON_SRCS   := $(COMMON_LIBC_SRCS) common/log.c common/cli.c common/ini.c comm
                  common/output.c common/process.c common/tlpart.c common/ckptfile.c common/ckptlock.c
 RUNTIME_SRCS  := runtime/backend.c runtime/backend_module.c runtime/backend_cpu.c runtime/net.c \
                  runtime/data.c runtime/train.c runtime/comm.c runtime/bootstrap.c runtime/allreduce.c \
-                 runtime/worker.c runtime/schedule.c runtime/stash.c runtime/wsp.c runtime/dp.c \
+                 runtime/worker.c runtime/schedule.c runtime/stash.c runtime/wsp.c runtime/vwsync.c runtime/dp.c \
                  runtime/link.c runtime/feed.c runtime/jobpoint.c runtime/pause.c runtime/evaluate.c \
                  runtime/emulate.c runtime/report.c runtime/ps.c runtime/ps_store.c \
                  runtime/ps_shard.c runtime/ps_client.c runtime/ckpt.c runtime/timeline.c \

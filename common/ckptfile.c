@@ -46,8 +46,8 @@ static const char *kind_name(int kind)
 {
     static const char *const names[] = {
         "?",      "parameters",     "momentum", "batch-norm statistics",
-        "client", "global weights", "clocks"};
-    return kind >= 1 && kind <= HP_CK_CLOCKS ? names[kind] : names[0];
+        "client", "global weights", "clocks",   "AdamW second moment"};
+    return kind >= 1 && kind <= HP_CK_MOMENT2 ? names[kind] : names[0];
 }
 
 static uint32_t crc_of(uint32_t crc, const void *p, size_t n)
@@ -412,6 +412,7 @@ int hp_ckpt_manifest_write(const struct hp_ckpt_info *ci)
             ci->samples, ci->reason);
     fprintf(m, "lr = %.9g\nmomentum = %.9g\nweight_decay = %.9g\nschedule = %s\n", ci->lr,
             ci->momentum, ci->weight_decay, ci->schedule[0] ? ci->schedule : "-");
+    fprintf(m, "optimizer = %s\n", ci->optimizer[0] ? ci->optimizer : "sgd");
     for (int i = 0; i < ci->nfiles; i++)
         fprintf(m, "file = %s %" PRIu64 " %08" PRIx32 "\n", ci->names[i], ci->bytes[i], ci->crc[i]);
     if (fclose(m) != 0) {
@@ -479,6 +480,10 @@ static int manifest_line(struct hp_ckpt_info *ci, char *key, char *val, char *wh
         return snprintf(ci->reason, sizeof(ci->reason), "%s", val), 0;
     if (!strcmp(key, "schedule"))
         return snprintf(ci->schedule, sizeof(ci->schedule), "%s", val), 0;
+    if (!strcmp(key, "optimizer"))
+        return strcmp(val, "sgd") && strcmp(val, "adamw")
+                   ? WHY("optimizer: '%s' is not sgd or adamw", val)
+                   : (snprintf(ci->optimizer, sizeof(ci->optimizer), "%s", val), 0);
     if (!strcmp(key, "lr") || !strcmp(key, "momentum") || !strcmp(key, "weight_decay"))
         return hp_parse_double(val, 0.0, 1e6,
                                key[0] == 'l'   ? &ci->lr
@@ -601,8 +606,8 @@ int hp_ckpt_check(const char *dir, int contents, struct hp_ckpt_info *ci, char *
         return WHY("cannot read its manifest: %s", hp_infile_why(err, &st));
     if (st.st_size > MANIFEST_MAX) {
         fclose(f);
-        return WHY("its manifest has %lld bytes, more than a manifest's %d",
-                   (long long)st.st_size, MANIFEST_MAX);
+        return WHY("its manifest has %lld bytes, more than a manifest's %d", (long long)st.st_size,
+                   MANIFEST_MAX);
     }
     char *text = malloc((size_t)st.st_size + 1);
     size_t len = text ? fread(text, 1, (size_t)st.st_size, f) : 0, lines = 1;

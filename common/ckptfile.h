@@ -23,8 +23,8 @@
  * the manifest is, and after. A directory without a valid manifest is not a checkpoint.
  *
  * The checkpoint is taken at a job point (runtime/jobpoint.h): every pipeline drained, every
- * worker at the same place of its data, every push of the waves so far on its shard. So resuming under
- * the same plan restores every rank exactly (bit for bit with one VW and with dp); under
+ * worker at the same place of its data, every push of the waves so far on its shard. So resuming
+ * under the same plan restores every rank exactly (bit for bit with one VW and with dp); under
  * another plan (other GPUs, policy, Nm, number of VWs) each unit is loaded where the new plan
  * puts it (hp_ckpt_unit_source).
  */
@@ -48,6 +48,7 @@ enum hp_ck_kind {
     HP_CK_CLIENT = 4,   /* a WSP worker's client (unit -1), hp_ps_client_save */
     HP_CK_GLOBAL = 5,   /* a shard's global weights of a unit (floats) */
     HP_CK_CLOCKS = 6,   /* a shard's clock of a unit for every VW (int64) */
+    HP_CK_MOMENT2 = 7,  /* a unit's AdamW second moment (floats; its first is HP_CK_MOMENTUM) */
 };
 
 /* PARENT/ckpt-SEQ into out (size n): 0, or -HP_EINVAL when it does not fit. */
@@ -68,6 +69,7 @@ struct hp_ckpt_info {
     long samples; /* training samples of the job before this point (all VWs, all runs) */
     double lr, momentum, weight_decay; /* the training options it was taken with */
     char schedule[16];
+    char optimizer[16]; /* "sgd" (also a checkpoint from before the key) or "adamw" */
     char reason[16];
     int nfiles, files_max; /* files_max: room in the arrays (hp_ckpt_check's) */
     char (*names)[64];     /* [nfiles] */

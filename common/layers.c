@@ -277,7 +277,9 @@ int hp_op_param_tensors(const struct hp_op *op, size_t n[2], int decay[2])
     if (!op->nparams)
         return 0;
     n[0] = nw ? nw : op->nparams;
-    decay[0] = op->type == HP_OP_CONV || op->type == HP_OP_LINEAR || op->type == HP_OP_PLINEAR;
+    /* a tied head's weights are its embed's token matrix, not decayed (an embedding) */
+    decay[0] = op->type == HP_OP_CONV || op->type == HP_OP_LINEAR ||
+               (op->type == HP_OP_PLINEAR && !op->tie);
     if (n[0] >= op->nparams)
         return 1;
     n[1] = op->nparams - n[0];

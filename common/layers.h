@@ -151,11 +151,10 @@ int hp_unit_build_bottleneck(struct hp_unit *u, int filters, int stride);
  * batch or layer norm's gamma then beta, an embedding's token then position matrices (one
  * tensor). Writes their sizes in floats into n[] and into decay[] whether AdamW's decoupled
  * weight decay applies to each: to the weight matrices of convolutions and (per-position)
- * linear layers only,
- * never to biases, norm parameters or embeddings (GPT-2's and PyTorch practice). Every other
- * op type, and a new one unless it is listed here, has no decay. Returns how many tensors
- * (0, 1 or 2); their sizes add up to op->nparams. SGD ignores the flags (it decays every
- * parameter, as it always has). */
+ * linear layers only (not a tied head's: they are its embed's token matrix), never to biases, norm
+ * parameters or embeddings (GPT-2's and PyTorch practice). Every other op type, and a new one
+ * unless it is listed here, has no decay. Returns how many tensors (0, 1 or 2); their sizes add up
+ * to op->nparams. SGD ignores the flags (it decays every parameter, as it always has). */
 int hp_op_param_tensors(const struct hp_op *op, size_t n[2], int decay[2]);
 
 /* The GPT units, on sequences [T, 1, d] (see above); dropout p in [0, 1), its ops left out

@@ -31,6 +31,7 @@ const char *const hp_tl_kind_names[HP_TL_KINDS] = {
     [HP_TL_SERVE_PUSH] = "serve_push",
     [HP_TL_SERVE_PULL] = "serve_pull",
     [HP_TL_DATA] = "data",
+    [HP_TL_VWSYNC] = "vwsync",
 };
 
 /* A name written on one line: control characters as '?'. */

@@ -61,7 +61,8 @@ enum hp_tl_kind {
     HP_TL_CKPT,
     HP_TL_SERVE_PUSH,
     HP_TL_SERVE_PULL,
-    HP_TL_DATA, /* the first stage waiting for its input (runtime/feed.h) */
+    HP_TL_DATA,   /* the first stage waiting for its input (runtime/feed.h) */
+    HP_TL_VWSYNC, /* a stage waiting for its VW's tied gradient or norm (runtime/vwsync.h) */
     HP_TL_KINDS
 };
 extern const char *const hp_tl_kind_names[HP_TL_KINDS];

@@ -2,10 +2,12 @@
 #include "commands.h"
 #include "train.h"
 
+#include <math.h>
 #include <stdio.h>
 
-static const char synopsis[] = "usage: hetpipe train [options]\n"
-                               "Train a model in one process, on the data set --data names (Fashion-MNIST by default).\n";
+static const char synopsis[] =
+    "usage: hetpipe train [options]\n"
+    "Train a model in one process, on the data set --data names (Fashion-MNIST by default).\n";
 
 int hp_cmd_train(int argc, char **argv)
 {
@@ -20,9 +22,15 @@ int hp_cmd_train(int argc, char **argv)
         hp_cmd_report("train", rc);
         return 1;
     }
-    printf("hetpipe train: done: %ld steps in %.1f s (%.0f img/s), test accuracy %.2f%%, "
-           "test loss %.4f, parameter hash %016llx\n",
-           r.steps, r.seconds, r.images_per_s, 100.0 * r.test_acc, r.test_loss,
-           (unsigned long long)r.param_hash);
+    if (r.text)
+        printf("hetpipe train: done: %ld steps in %.1f s (%.0f tok/s), validation loss %.4f, "
+               "perplexity %.2f, parameter hash %016llx\n",
+               r.steps, r.seconds, r.tokens_per_s, r.test_loss, exp(r.test_loss),
+               (unsigned long long)r.param_hash);
+    else
+        printf("hetpipe train: done: %ld steps in %.1f s (%.0f img/s), test accuracy %.2f%%, "
+               "test loss %.4f, parameter hash %016llx\n",
+               r.steps, r.seconds, r.images_per_s, 100.0 * r.test_acc, r.test_loss,
+               (unsigned long long)r.param_hash);
     return 0;
 }

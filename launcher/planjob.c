@@ -106,6 +106,7 @@ int hp_job_plan(const struct hp_options *o, const struct hp_alloc *alloc, struct
         (rc = hp_cost_init(&job->cost, job->model, &job->db, (int)o->batch)))
         return rc;
     job->cost.recompute = (enum hp_recompute)o->recompute;
+    job->cost.optimizer = (int)o->optimizer;
     if (o->profile && (rc = hp_profile_apply(o->profile, &job->cost, &job->profiled)))
         return rc;
     if ((rc = hp_plan_compute(&job->cost, &job->cl, o, &job->plan)) ||

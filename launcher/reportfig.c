@@ -138,6 +138,8 @@ static void draw_event(FILE *f, const struct hp_tl_event *e, const struct hp_svg
         band(f, x, wd, y, h, "#9467bd", tip);
     } else if (e->kind == HP_TL_ALLREDUCE) {
         band(f, x, wd, y, h, "#ff7f0e", tip);
+    } else if (e->kind == HP_TL_VWSYNC) {
+        band(f, x, wd, y, h, "#17becf", tip);
     } else if (e->kind == HP_TL_SEND_ACT || e->kind == HP_TL_SEND_GRAD) {
         hp_svg_rect(f, x, y + h - 5, wd, 3, "#5b7fa6", NULL, tip);
     } else if (e->kind == HP_TL_EVAL || e->kind == HP_TL_CKPT) {

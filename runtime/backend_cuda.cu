@@ -4,7 +4,8 @@
  * descriptors, the softmax_xent scratch and sumsq's partial sums. Every op is enqueued on the
  * stream (so ops are asynchronous); sync, download, upload, softmax_xent and sumsq wait for it.
  * Convolution and pooling are in backend_cuda_conv.cu, batch norm in backend_cuda_bn.cu, own
- * kernels in backend_cuda_elementwise.cu and backend_cuda_loss.cu.
+ * kernels in backend_cuda_elementwise.cu and backend_cuda_loss.cu, the sequence ops (embedding,
+ * layer norm, attention, GELU) in backend_cuda_seq.cu.
  *
  * The module's entry point (backend_cuda_module.cu) hands hp_cuda_device_count and
  * hp_cuda_create to the loader (backend_module.c).
@@ -179,6 +180,10 @@ static void release_context(struct hp_cuda *cu)
 {
     if (cu->stream)
         (void)HP_CUDA_CALL(cudaStreamSynchronize(cu->stream));
+    if (cu->attn_ws)
+        (void)HP_CUDA_CALL(cudaFree(cu->attn_ws));
+    if (cu->seq_flag)
+        (void)HP_CUDA_CALL(cudaFree(cu->seq_flag));
     if (cu->sumsq_part)
         (void)HP_CUDA_CALL(cudaFree(cu->sumsq_part));
     if (cu->xent_out)
@@ -221,6 +226,7 @@ static int init_context(struct hp_cuda *cu)
     cu->xent_rows = XENT_INITIAL_ROWS;
     HP_CUDA_CHECK(
         cudaMalloc((void **)&cu->sumsq_part, (HP_CUDA_SUMSQ_BLOCKS + 1) * sizeof(double)));
+    HP_CUDA_CHECK(cudaMalloc((void **)&cu->seq_flag, sizeof(unsigned)));
     return 0;
 }
 
@@ -277,6 +283,14 @@ static const struct hp_backend_ops cuda_ops = {
     .sumsq = hp_cuda_sumsq,
     .scale = hp_cuda_scale,
     .memory_used = cuda_memory_used,
+    .embed_forward = hp_cuda_embed_forward,
+    .embed_backward = hp_cuda_embed_backward,
+    .layernorm_forward = hp_cuda_layernorm_forward,
+    .layernorm_backward = hp_cuda_layernorm_backward,
+    .attention_forward = hp_cuda_attention_forward,
+    .attention_backward = hp_cuda_attention_backward,
+    .gelu_forward = hp_cuda_gelu_forward,
+    .gelu_backward = hp_cuda_gelu_backward,
 };
 
 /* Devices the runtime reports. Without a driver (or with a too old one) cudaGetDeviceCount

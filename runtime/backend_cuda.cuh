@@ -51,6 +51,11 @@ struct hp_cuda {
     struct hp_cuda_xent_result *xent_out;
     /* sumsq: the blocks' partial sums [HP_CUDA_SUMSQ_BLOCKS] and their total [1] (device) */
     double *sumsq_part;
+    /* embed_forward: the first row with a bad token id [1] (device; backend_cuda_seq.cu) */
+    unsigned *seq_flag;
+    /* attention backward's scratch (device, attn_ws_bytes, grown on demand; may be NULL) */
+    float *attn_ws;
+    size_t attn_ws_bytes;
 };
 
 static inline struct hp_cuda *hp_cuda_of(struct hp_backend *be)
@@ -88,6 +93,11 @@ static inline unsigned hp_cuda_grid(const struct hp_cuda *cu, size_t n)
         blocks = cap;
     return blocks ? (unsigned)blocks : 1u;
 }
+
+/* The loop every element-wise kernel runs: i over [0, n) with a grid-sized stride. */
+#define GRID_STRIDE(i, n)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
+         i += (size_t)gridDim.x * blockDim.x)
 
 /* backend_cuda.cu: the devices the CUDA runtime reports (0 without a driver), and a backend
  * on one of them (hp_backend_cuda_device_count and hp_backend_cuda_create of backend.h, which
@@ -148,5 +158,25 @@ int hp_cuda_scale(struct hp_backend *be, float *x, size_t n, float alpha);
 int hp_cuda_softmax_xent(struct hp_backend *be, const float *logits, const int32_t *labels, int n,
                          int classes, float grad_scale, float *dlogits, double *loss_sum,
                          int *correct);
+
+/* backend_cuda_seq.cu: the sequence ops (embedding, layer norm, attention, GELU). */
+int hp_cuda_embed_forward(struct hp_backend *be, const float *ids, const float *wte,
+                          const float *wpe, float *y, int n, int T, int d, int vocab);
+int hp_cuda_embed_backward(struct hp_backend *be, const float *ids, const float *dy, float *dwte,
+                           float *dwpe, int n, int T, int d, int vocab);
+int hp_cuda_layernorm_forward(struct hp_backend *be, const float *x, const float *gamma,
+                              const float *beta, float *y, float *mean, float *rstd, int rows,
+                              int d, float eps);
+int hp_cuda_layernorm_backward(struct hp_backend *be, const float *x, const float *dy,
+                               const float *gamma, const float *mean, const float *rstd, float *dx,
+                               float *dgamma, float *dbeta, int rows, int d);
+int hp_cuda_attention_forward(struct hp_backend *be, const struct hp_attn_desc *a, const float *qkv,
+                              float *y, float *probs);
+int hp_cuda_attention_backward(struct hp_backend *be, const struct hp_attn_desc *a,
+                               const float *qkv, const float *probs, const float *dy, float *dqkv,
+                               float *ws);
+int hp_cuda_gelu_forward(struct hp_backend *be, const float *x, float *y, size_t n);
+int hp_cuda_gelu_backward(struct hp_backend *be, const float *x, const float *dy, float *dx,
+                          size_t n);
 
 #endif

@@ -7,11 +7,6 @@
 
 #include "rng.h"
 
-/* The loop every element-wise kernel runs: i over [0, n) with a grid-sized stride. */
-#define GRID_STRIDE(i, n)                                                                          \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
-         i += (size_t)gridDim.x * blockDim.x)
-
 /* ---- bias ----------------------------------------------------------------------------- */
 
 /* y [rows, cols] += b [cols] broadcast over rows; total = rows * cols. */

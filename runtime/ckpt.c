@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 volatile sig_atomic_t hp_ckpt_requested;
 
 static void on_request(int sig)
@@ -97,6 +96,8 @@ int hp_ckpt_write_units(const char *dir, int rank, const struct hp_ckpt_units *u
             rc = hp_ckpt_part_add(w, HP_CK_PARAMS, k, u->vw, u->params + po, pb);
         if (!rc && un->nparams)
             rc = hp_ckpt_part_add(w, HP_CK_MOMENTUM, k, u->vw, u->momentum + po, pb);
+        if (!rc && un->nparams && u->moment2)
+            rc = hp_ckpt_part_add(w, HP_CK_MOMENT2, k, u->vw, u->moment2 + po, pb);
         if (!rc && un->nstate)
             rc = hp_ckpt_part_add(w, HP_CK_STATE, k, u->vw, u->state + so,
                                   un->nstate * sizeof(float));
@@ -118,9 +119,10 @@ void hp_ckpt_units_free(struct hp_ckpt_units *u)
 {
     free(u->params);
     free(u->momentum);
+    free(u->moment2);
     free(u->state);
     free(u->client);
-    u->params = u->momentum = u->state = NULL;
+    u->params = u->momentum = u->state = u->moment2 = NULL;
     u->client = NULL;
 }
 
@@ -140,8 +142,8 @@ static void shard_copy_free(struct shard_copy *sc)
     *sc = (struct shard_copy){0};
 }
 
-static int shard_copy(const struct hp_plan *p, const struct hp_model *model,
-                      struct hp_ps_store *st, struct shard_copy *sc)
+static int shard_copy(const struct hp_plan *p, const struct hp_model *model, struct hp_ps_store *st,
+                      struct shard_copy *sc)
 {
     size_t floats = 0, f = 0;
 
@@ -529,6 +531,14 @@ int hp_ckpt_resume_open(const char *dir, const struct hp_gpudb *db, const struct
         hp_error("option '--resume': %s: %s", dir, why);
         return -HP_EDATA;
     }
+    const char *opt = hp_opt_word(HP_OPT_OPTIMIZER, now->opts.optimizer);
+    if (strcmp(src->ci.optimizer[0] ? src->ci.optimizer : "sgd", opt) != 0) {
+        hp_error("option '--resume': %s: it was taken with --optimizer %s; this job has "
+                 "--optimizer %s (the optimizer's moments are in the checkpoint: resume with the "
+                 "same one)",
+                 dir, src->ci.optimizer[0] ? src->ci.optimizer : "sgd", opt);
+        return -HP_EDATA;
+    }
     *where = (struct hp_ckpt_resume){
         .seq = src->ci.seq, .epoch0 = src->ci.epoch, .exact = hp_ckpt_same_layout(&src->plan, now)};
     where->nb0 = where->exact ? src->ci.minibatch : src->ci.minibatch * src->ci.nvws / now->nvws;
@@ -550,7 +560,7 @@ int hp_ckpt_resume_open(const char *dir, const struct hp_gpudb *db, const struct
  * the weights from the checkpoint's consensus (its shards' global weights, or VW 0's where it
  * had none), momentum and statistics from VW v mod V. */
 static int load_unit(struct hp_ckpt_source *src, int exact, int rank, int v,
-                     const struct hp_unit *un, int k, float *p, float *mom, float *st)
+                     const struct hp_unit *un, int k, float *p, float *mom, float *mom2, float *st)
 {
     const size_t pb = un->nparams * sizeof(float), sb = un->nstate * sizeof(float);
     int w = rank, shard = -1, w0 = rank;
@@ -569,6 +579,10 @@ static int load_unit(struct hp_ckpt_source *src, int exact, int rank, int v,
             rc = (r = hp_ckpt_source_part(src, w))
                      ? hp_ckpt_part_read(r, HP_CK_MOMENTUM, k, mom, pb)
                      : -HP_EIO;
+        if (!rc && mom2)
+            rc = (r = hp_ckpt_source_part(src, w))
+                     ? hp_ckpt_part_read(r, HP_CK_MOMENT2, k, mom2, pb)
+                     : -HP_EIO;
     }
     if (!rc && sb)
         rc = (r = hp_ckpt_source_part(src, w)) ? hp_ckpt_part_read(r, HP_CK_STATE, k, st, sb)
@@ -585,7 +599,7 @@ int hp_ckpt_load_units(struct hp_ckpt_source *src, const struct hp_ckpt_resume *
     for (int k = u->u0; k < u->u1 && !rc; k++) {
         const struct hp_unit *un = &u->model->units[k];
         rc = load_unit(src, where->exact, rank, u->vw, un, k, u->params + po, u->momentum + po,
-                       u->state + so);
+                       u->moment2 ? u->moment2 + po : NULL, u->state + so);
         po += un->nparams;
         so += un->nstate;
     }

@@ -46,9 +46,9 @@ void hp_ckpt_signals(const char *dir);
 
 /* When job points come and which checkpoints are due. */
 struct hp_ckpt_cadence {
-    int on;           /* a checkpoint directory was given */
-    long every_mb;    /* a checkpoint every this many of a VW's minibatches (0: none) */
-    double every_s;   /* or every this many seconds of training (0: none) */
+    int on;         /* a checkpoint directory was given */
+    long every_mb;  /* a checkpoint every this many of a VW's minibatches (0: none) */
+    double every_s; /* or every this many seconds of training (0: none) */
 };
 
 /* The cadence for --checkpoint-dir `dir` (NULL: off) and --checkpoint-every (every_samples
@@ -68,6 +68,7 @@ struct hp_ckpt_units {
     const struct hp_model *model;
     int u0, u1, vw;
     float *params, *momentum, *state;
+    float *moment2; /* AdamW's second moment, parallel to params (NULL under SGD) */
     int has_client;
     void *client; /* hp_wsp_save's blob of client_bytes */
     size_t client_bytes;

@@ -41,8 +41,9 @@ enum hp_msg_type {
     HP_MSG_ALLREDUCE = 7,  /* dp: a chunk of the ring allreduce */
     HP_MSG_CHECKPOINT = 8, /* checkpoint: marks to the shards, parts written, the outcome */
     HP_MSG_PAUSE = 9,      /* a pause between job points: requests and notices (pause.h) */
+    HP_MSG_VWSYNC = 10,    /* a VW's stages settling a minibatch: tied gradient, norm (vwsync.h) */
 };
-#define HP_MSG_TYPE_LAST HP_MSG_PAUSE
+#define HP_MSG_TYPE_LAST HP_MSG_VWSYNC
 #define HP_MSG_ANY_TYPE 0 /* hp_comm_recv: the next message of any type (h->type says which) */
 
 /* The fixed header of every message (64 bytes, host byte order). Fields that do not apply to

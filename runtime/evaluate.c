@@ -10,7 +10,7 @@
 static int batch_in(const struct hp_eval_parts *e, int b, const int32_t **lab, int32_t *m)
 {
     const size_t in_bytes = e->in_floats * sizeof(float);
-    const size_t lab_bytes = (size_t)e->batch * sizeof(int32_t);
+    const size_t lab_bytes = (size_t)e->batch * e->positions * sizeof(int32_t);
     const struct hp_link *peers = hp_link_peers(e->link);
     const void *p;
     int rc;
@@ -37,7 +37,7 @@ static int batch_in(const struct hp_eval_parts *e, int b, const int32_t **lab, i
 static int batch_out(const struct hp_eval_parts *e, int b, const int32_t *lab, int32_t m)
 {
     const size_t out_bytes = e->out_floats * sizeof(float);
-    const size_t lab_bytes = (size_t)e->batch * sizeof(int32_t);
+    const size_t lab_bytes = (size_t)e->batch * e->positions * sizeof(int32_t);
     void *p;
     int rc = hp_link_take(e->link, HP_LINK_DOWN, &p);
 
@@ -76,7 +76,7 @@ static int totals(const struct hp_eval_parts *e, int tag, double tot[3])
 
 int hp_eval_test_set(const struct hp_eval_parts *e, int tag, double *loss, double *acc)
 {
-    double tot[3] = {0.0, 0.0, 0.0}; /* loss sum, correct, samples */
+    double tot[3] = {0.0, 0.0, 0.0}; /* loss sum, correct, samples x positions */
     int rc = 0;
 
     for (int b = 0; b < e->test_batches && !rc; b++) {
@@ -97,7 +97,7 @@ int hp_eval_test_set(const struct hp_eval_parts *e, int tag, double *loss, doubl
             rc = hp_net_loss(e->net, 0, lab, m, 0, &l, &c);
             tot[0] += l;
             tot[1] += c;
-            tot[2] += m;
+            tot[2] += (double)m * e->positions; /* loss and correct count every position */
         }
     }
     if (!rc)

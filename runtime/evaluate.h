@@ -21,8 +21,9 @@ struct hp_eval_parts {
     struct hp_link_state *link;
     struct hp_feed *feed; /* stage 0's (NULL elsewhere) */
     int s, k, batch, test_batches;
+    int positions;                /* labels a sample (hp_model_positions: text T) */
     size_t in_floats, out_floats; /* per batch */
-    int32_t *lab;                 /* [batch] scratch for the labels received */
+    int32_t *lab;                 /* [batch x positions] scratch for the labels received */
 };
 
 /* Run the test set through; on stage 0 the mean loss and the accuracy. `tag` numbers the

@@ -14,9 +14,11 @@
 #include "image.h"
 #include "log.h"
 #include "model.h"
+#include "options.h"
 #include "rng.h"
 #include "source.h"
 #include "data.h"
+#include "text.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -41,6 +43,10 @@ struct slot {
 struct hp_feed {
     struct hp_feed_config c;
     struct hp_source *src;
+    struct hp_text *text; /* a text model's corpus (src NULL): sequences made in the asking
+                             thread, no pool */
+    int positions;        /* labels per sample (hp_model_positions) */
+    int32_t *tok;         /* text: [T + 1], a sequence */
     struct hp_feed_counts n;
     struct hp_image_tf tf_train, tf_eval;
     size_t sample_floats;
@@ -391,6 +397,11 @@ int hp_feed_epoch(struct hp_feed *f, int epoch, long j0)
 
     if (!(f->c.mode & HP_FEED_INPUT))
         return 0;
+    if (f->text) { /* no order to build: a sequence is a function of (seed, epoch, index) */
+        f->epoch = epoch;
+        f->ord_ep[epoch & 1] = epoch;
+        return 0;
+    }
     pthread_mutex_lock(&f->mu);
     f->epoch = epoch;
     f->skipped_epoch = 0;
@@ -475,6 +486,38 @@ static void prepare_here(struct hp_feed *f, struct slot *s)
         prepare_item(f, f->scr[0], s, i);
 }
 
+/* ---- text: sequences (text.h) ---- */
+
+/* Sequence `id` (training: of epoch `epoch`; else validation window `id`) as sample i of
+ * slot s: its T inputs as floats (token ids are exact in a float up to 2^24) and its T
+ * targets as labels. */
+static int text_sample(struct hp_feed *f, int train, int epoch, long id, struct slot *s, int i)
+{
+    const int T = f->positions;
+    int rc = train ? hp_text_train_seq(f->text, f->c.seed, epoch, id, f->tok)
+                   : hp_text_val_seq(f->text, id, f->tok);
+
+    if (rc)
+        return rc;
+    for (int t = 0; t < T; t++)
+        s->x[(size_t)i * T + t] = (float)f->tok[t];
+    memcpy(s->lab + (size_t)i * T, f->tok + 1, (size_t)T * sizeof(int32_t));
+    f->decoded++;
+    return 0;
+}
+
+/* The VW's minibatch j of the epoch: the job's minibatch m = j V + v of hetpipe train's
+ * order, sequences m B .. m B + B - 1 (each a pure function of (seed, epoch, index)). */
+static int text_train(struct hp_feed *f, long j)
+{
+    const long m = j * f->c.nvws + f->c.v;
+    int rc = 0;
+
+    for (int i = 0; i < f->c.batch && !rc; i++)
+        rc = text_sample(f, 1, f->epoch, m * f->c.batch + i, &f->q[0], i);
+    return rc;
+}
+
 int hp_feed_train(struct hp_feed *f, long j, const float **x, int32_t *lab, double *wait_s)
 {
     const double t0 = hp_now_s();
@@ -485,6 +528,15 @@ int hp_feed_train(struct hp_feed *f, long j, const float **x, int32_t *lab, doub
     if (j < 0 || j >= f->n.my_mb || !(f->c.mode & HP_FEED_INPUT) ||
         f->ord_ep[f->epoch & 1] != f->epoch)
         return -HP_EINVAL;
+    if (f->text) {
+        rc = text_train(f, j);
+        *x = s->x;
+        memcpy(lab, s->lab, (size_t)f->c.batch * f->positions * sizeof(int32_t));
+        *wait_s = hp_now_s() - t0;
+        f->wait_s += *wait_s;
+        f->asks++;
+        return rc;
+    }
     pthread_mutex_lock(&f->mu);
     if (f->given >= 0 && f->given != g)
         f->q[f->given % f->nq].j = -1; /* released: the pool may fill it */
@@ -539,7 +591,10 @@ int hp_feed_test(struct hp_feed *f, int b, const float **x, int32_t *lab, int32_
         return -HP_EINVAL;
     for (int i = 0; i < bs; i++)
         f->test_ids[i] = (long)b * bs + (i < m ? i : 0);
-    if (!f->nth) {
+    if (f->text) {
+        for (int i = 0; i < bs && !rc; i++)
+            rc = text_sample(f, 0, 0, f->test_ids[i], &f->test, i);
+    } else if (!f->nth) {
         prepare_here(f, &f->test);
     } else {
         pthread_mutex_lock(&f->mu);
@@ -562,7 +617,7 @@ int hp_feed_test(struct hp_feed *f, int b, const float **x, int32_t *lab, int32_
     if (rc)
         return rc;
     *x = f->test.x;
-    memcpy(lab, f->test.lab, (size_t)bs * sizeof(int32_t));
+    memcpy(lab, f->test.lab, (size_t)bs * f->positions * sizeof(int32_t));
     *count = m;
     return 0;
 }
@@ -609,11 +664,11 @@ static int pool_size(const struct hp_feed *f)
     return 1;
 }
 
-static int slot_alloc(struct slot *s, int batch, size_t floats)
+static int slot_alloc(struct slot *s, int batch, size_t floats, int positions)
 {
     s->j = -1;
     s->x = malloc((size_t)batch * floats * sizeof(float));
-    s->lab = calloc((size_t)batch, sizeof(int32_t));
+    s->lab = calloc((size_t)batch * positions, sizeof(int32_t));
     s->failed = calloc((size_t)batch, 1);
     return s->x && s->lab && s->failed ? 0 : -HP_ENOMEM;
 }
@@ -626,17 +681,18 @@ static int input_setup(struct hp_feed *f)
 
     f->nq = f->nth ? f->c.queue : 1;
     f->q = calloc((size_t)f->nq, sizeof(*f->q));
-    f->ord[0] = malloc((size_t)(f->n.my_mb * f->c.batch) * sizeof(long));
-    f->ord[1] = malloc((size_t)(f->n.my_mb * f->c.batch) * sizeof(long));
+    const size_t ord = f->text ? 1 : (size_t)(f->n.my_mb * f->c.batch); /* text: no order */
+    f->ord[0] = malloc(ord * sizeof(long));
+    f->ord[1] = malloc(ord * sizeof(long));
     f->test_ids = malloc((size_t)f->c.batch * sizeof(long));
     f->scr = calloc((size_t)nscr, sizeof(*f->scr));
     f->th = calloc((size_t)nscr, sizeof(*f->th));
     if (!f->q || !f->ord[0] || !f->ord[1] || !f->test_ids || !f->scr || !f->th)
         return -HP_ENOMEM;
     for (int k = 0; k < f->nq && !rc; k++)
-        rc = slot_alloc(&f->q[k], f->c.batch, f->sample_floats);
+        rc = slot_alloc(&f->q[k], f->c.batch, f->sample_floats, f->positions);
     if (!rc && (f->c.mode & HP_FEED_TEST))
-        rc = slot_alloc(&f->test, f->c.batch, f->sample_floats);
+        rc = slot_alloc(&f->test, f->c.batch, f->sample_floats, f->positions);
     for (int t = 0; t < nscr && !rc; t++)
         rc = hp_image_scratch_create(&f->scr[t]);
     for (int t = 0; t < f->nth && !rc; t++) {
@@ -666,6 +722,34 @@ static void transforms(struct hp_feed *f)
     f->tf_eval = tf;
 }
 
+/* A text model's corpus (text.h): --data, $HETPIPE_DATA, else HP_TEXT_DEFAULT_DIR; its
+ * sequences are the samples. */
+static int text_open(struct hp_feed *f)
+{
+    const struct hp_feed_config *c = &f->c;
+    struct hp_options e = {.data = NULL};
+    const char *dir = c->dir;
+    char err[512];
+    int rc;
+
+    if ((!dir || !*dir) && hp_opt_env(&e, HP_OPT_DATA, err, sizeof(err)) == 0 && e.data)
+        dir = e.data;
+    if (!dir || !*dir)
+        dir = HP_TEXT_DEFAULT_DIR;
+    rc =
+        hp_text_open(dir, f->positions, c->model->classes, (c->mode & HP_FEED_TEST) != 0, &f->text);
+    if (rc)
+        return rc;
+    const struct hp_text_counts *tn = hp_text_n(f->text);
+    rc = hp_feed_counts(tn->nseq[HP_TEXT_TRAIN], tn->nseq[HP_TEXT_VAL], c->train_limit,
+                        c->test_limit, c->batch, c->nvws, &f->n);
+    f->n.text = hp_text_kind(f->text) == HP_TEXT_BYTES ? HP_FEED_BYTES : HP_FEED_TOKENS;
+    f->sample_floats = (size_t)f->positions;
+    snprintf(f->what, sizeof(f->what), "%s", hp_text_describe(f->text));
+    f->tok = malloc(((size_t)f->positions + 1) * sizeof(int32_t));
+    return rc ? rc : f->tok ? 0 : -HP_ENOMEM;
+}
+
 int hp_feed_open(const struct hp_feed_config *c, struct hp_feed **out)
 {
     struct hp_feed *f = calloc(1, sizeof(*f));
@@ -689,13 +773,17 @@ int hp_feed_open(const struct hp_feed_config *c, struct hp_feed **out)
         pthread_cond_init(&f->ready, &ca);
         pthread_condattr_destroy(&ca);
     }
-    rc = hp_source_open(c->dir, c->model->dataset, (c->mode & HP_FEED_TEST) != 0, &f->src);
-    if (!rc)
+    f->positions = hp_model_positions(c->model);
+    if (c->model->positions > 0)
+        rc = text_open(f);
+    else
+        rc = hp_source_open(c->dir, c->model->dataset, (c->mode & HP_FEED_TEST) != 0, &f->src);
+    if (!rc && f->src)
         rc = check_model(f);
-    if (!rc)
+    if (!rc && f->src)
         rc = hp_feed_counts(f->src->n[HP_SPLIT_TRAIN], f->src->n[HP_SPLIT_VAL], c->train_limit,
                             c->test_limit, c->batch, c->nvws, &f->n);
-    if (!rc) {
+    if (!rc && f->src) {
         f->shards = f->src->kind == HP_SOURCE_SHARDS;
         f->sample_floats = hp_shape_size(c->model->input);
         snprintf(f->what, sizeof(f->what), "%s %s", hp_source_kind_name(f->src), f->src->root);
@@ -733,6 +821,8 @@ void hp_feed_close(struct hp_feed *f)
     for (int t = 0; f->scr && t < (f->nth ? f->nth : 1); t++)
         hp_image_scratch_free(f->scr[t]);
     hp_source_close(f->src);
+    hp_text_close(f->text);
+    free(f->tok);
     pthread_cond_destroy(&f->work);
     pthread_cond_destroy(&f->ready);
     pthread_mutex_destroy(&f->mu);
@@ -743,6 +833,39 @@ void hp_feed_close(struct hp_feed *f)
     free(f->scr);
     free(f->th);
     free(f);
+}
+
+void hp_feed_quality(const struct hp_feed_counts *n, double loss, double acc, char *buf, size_t len)
+{
+    if (!n->text)
+        snprintf(buf, len, "loss %.4f acc %.2f%%", loss, 100.0 * acc);
+    else if (n->text == HP_FEED_BYTES)
+        snprintf(buf, len, "loss %.4f ppl %.2f bpb %.3f", loss, hp_text_perplexity(loss),
+                 hp_text_bits_per_byte(loss, 1.0));
+    else
+        snprintf(buf, len, "loss %.4f ppl %.2f", loss, hp_text_perplexity(loss));
+}
+
+const char *hp_feed_quality_columns(const struct hp_feed_counts *n)
+{
+    return n->text ? "loss,perplexity,bits_per_byte" : "loss,accuracy";
+}
+
+void hp_feed_quality_csv(const struct hp_feed_counts *n, double loss, double acc, char *buf,
+                         size_t len)
+{
+    if (!n->text)
+        snprintf(buf, len, "%.6f,%.6f", loss, acc);
+    else if (n->text == HP_FEED_BYTES)
+        snprintf(buf, len, "%.6f,%.4f,%.6f", loss, hp_text_perplexity(loss),
+                 hp_text_bits_per_byte(loss, 1.0));
+    else
+        snprintf(buf, len, "%.6f,%.4f,", loss, hp_text_perplexity(loss));
+}
+
+const char *hp_feed_rate_unit(const struct hp_feed_counts *n)
+{
+    return n->text ? "tok/s" : "img/s";
 }
 
 const struct hp_feed_counts *hp_feed_n(const struct hp_feed *f)
@@ -786,7 +909,7 @@ int hp_feed_bench(const struct hp_feed_config *c, long samples, double *images_p
 {
     struct hp_feed_config cc = *c;
     struct hp_feed *f;
-    int32_t *lab = malloc((size_t)c->batch * sizeof(int32_t));
+    int32_t *lab = malloc((size_t)c->batch * hp_model_positions(c->model) * sizeof(int32_t));
     long done = 0;
     int rc;
 

@@ -2,7 +2,8 @@
  * minibatch j of this VW in an epoch, and the validation split's batches. The data set is a
  * source (source.h: Fashion-MNIST's IDX files, an image folder, tar shards); images are
  * decoded and augmented by image.h in a pool of threads, a bounded queue of minibatches ahead
- * of the pipeline.
+ * of the pipeline. A text model's data set is a corpus (text.h: plain text, llm.c's token
+ * files; --data, else HP_TEXT_DEFAULT_DIR), its sequences cut in the asking thread (a copy).
  *
  * The order is hetpipe train's, so a job, a resumed job and hetpipe train see the same
  * samples in the same order, and every random choice (crop, flip) is a function of (seed,
@@ -39,7 +40,10 @@ struct hp_feed_counts {
     long my_mb;    /* each VW's share: floor(total_mb / nvws), the same for every VW (the last
                       total_mb % nvws minibatches of an epoch's order are left out) */
     int test_batches;
+    int text; /* the data set: 0 images; HP_FEED_BYTES plain text, a byte a token (bits per
+                 byte = loss / ln 2); HP_FEED_TOKENS token files (bytes per token unknown) */
 };
+enum { HP_FEED_BYTES = 1, HP_FEED_TOKENS = 2 };
 
 /* The counts for a data set of avail_train training and avail_test validation samples,
  * --train-limit, --test-limit (0: all), minibatch `batch` and nvws VWs. 0, or -HP_EINVAL
@@ -84,14 +88,31 @@ const char *hp_feed_describe(const struct hp_feed *f);
 int hp_feed_epoch(struct hp_feed *f, int epoch, long j0);
 
 /* The VW's minibatch j of the epoch (0 <= j < my_mb): its input [batch, sample] in host
- * memory of the feed (valid until the next call) and its labels into lab [batch]. Waits for
+ * memory of the feed (valid until the next call) and its labels into lab [batch x P], P =
+ * hp_model_positions (a text model: a sample is a sequence of T token ids as floats, its
+ * labels the T next tokens; text.h's order: the job's minibatch m = j V + v is sequences
+ * m B .. m B + B - 1 of the epoch). Waits for
  * it at most timeout_ms; *wait_s: how long it waited. 0, or a negative code (logged: an image
  * that cannot be decoded, naming it; too many skipped; the wait's deadline). */
 int hp_feed_train(struct hp_feed *f, long j, const float **x, int32_t *lab, double *wait_s);
 
-/* Validation batch b (0 <= b < test_batches): its input (as above) and labels; *count: the
+/* Validation batch b (0 <= b < test_batches): its input (as above) and labels [batch x P]
+ * (a text model: validation windows b B ..); *count: the
  * samples that count (the last batch is filled up with repeats of its first sample). */
 int hp_feed_test(struct hp_feed *f, int b, const float **x, int32_t *lab, int32_t *count);
+
+/* How well a model does, for progress lines, reports and metrics files, by its data set
+ * (n->text): images "loss 0.4123 acc 85.10%"; text "loss 1.8234 ppl 6.19 bpb 2.631" (the
+ * mean loss per token, its perplexity and, for plain text, bits per byte; text.h). */
+void hp_feed_quality(const struct hp_feed_counts *n, double loss, double acc, char *buf,
+                     size_t len);
+/* The same as CSV: the header's columns ("loss,accuracy" or "loss,perplexity,bits_per_byte")
+ * and a row's values (bits per byte empty for token files). */
+const char *hp_feed_quality_columns(const struct hp_feed_counts *n);
+void hp_feed_quality_csv(const struct hp_feed_counts *n, double loss, double acc, char *buf,
+                         size_t len);
+/* "img/s" or "tok/s", and the samples' multiplier to count them (1, or T tokens a sample) */
+const char *hp_feed_rate_unit(const struct hp_feed_counts *n);
 
 /* What the input has done so far (an input feed; zeros otherwise). */
 struct hp_feed_stats {

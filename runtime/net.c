@@ -111,6 +111,11 @@ void hp_net_destroy(struct hp_net *net)
     free(net);
 }
 
+const struct hp_model *hp_net_model(const struct hp_net *net)
+{
+    return net->model;
+}
+
 /* Build the net-global op and tensor lists from the units. */
 static int build_graph(struct hp_net *net)
 {
@@ -179,8 +184,7 @@ static int seq_supported(const struct hp_backend *be, enum hp_op_type type)
     }
     if (ok)
         return 0;
-    hp_error("net: the %s backend has no %s op (sequence ops run on the CPU backend for now)",
-             be->name, hp_op_name(type));
+    hp_error("net: the %s backend has no %s op", be->name, hp_op_name(type));
     return -HP_EUNSUPPORTED;
 }
 
@@ -1037,6 +1041,8 @@ int hp_net_loss(struct hp_net *net, int slot, const int32_t *labels_host, int n,
     const int classes = (int)hp_shape_size(t->shape);
     int rc;
 
+    if (net->model->positions > 0)
+        return hp_net_loss_tokens(net, slot, labels_host, n, grad, loss_sum, correct);
     if (n <= 0 || n > net->cfg.batch)
         return -HP_EINVAL;
     memcpy(net->labels_host, labels_host, (size_t)n * sizeof(int32_t));
@@ -1274,9 +1280,103 @@ int hp_net_adamw(struct hp_net *net, const struct hp_adamw_desc *d)
     return rc;
 }
 
+int hp_net_grad_sumsq_units(struct hp_net *net, double *per_unit)
+{
+    int rc = 0;
+
+    for (int u = net->u0; u < net->u1; u++)
+        per_unit[u - net->u0] = 0.0;
+    for (int i = 0; i < net->nops && !rc; i++) {
+        const struct net_op *o = &net->ops[i];
+        double s;
+        if (!o->op->nparams || o->op->tie) /* a tied copy counts once: at its embed */
+            continue;
+        rc = net->be->ops->sumsq(net->be, o->gw, o->op->nparams, &s);
+        per_unit[o->unit - net->u0] += s;
+    }
+    return rc;
+}
+
 int hp_net_grad_sumsq(struct hp_net *net, double *sumsq)
 {
-    return net->be->ops->sumsq(net->be, net->grads, net->nparams, sumsq);
+    const int n = net->u1 - net->u0;
+    double *pu = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    int rc;
+
+    if (!pu)
+        return -HP_ENOMEM;
+    rc = hp_net_grad_sumsq_units(net, pu);
+    *sumsq = 0.0;
+    for (int u = 0; u < n && !rc; u++)
+        *sumsq += pu[u];
+    free(pu);
+    return rc;
+}
+
+/* The ops of a tie: the embed op of the tied head's tie_unit, and the head's tied plinear
+ * (NULL where this net does not hold it). */
+static void tie_ops(struct hp_net *net, struct net_op **embed, struct net_op **head)
+{
+    const struct hp_model *m = net->model;
+    int tu = -1;
+
+    *embed = *head = NULL;
+    for (int u = 0; u < m->nunits && tu < 0; u++)
+        for (int i = 0; i < m->units[u].nops; i++)
+            if (m->units[u].ops[i].tie)
+                tu = m->units[u].ops[i].tie_unit;
+    if (tu < 0)
+        return;
+    for (int i = 0; i < net->nops; i++) {
+        if (net->ops[i].op->tie)
+            *head = &net->ops[i];
+        else if (net->ops[i].unit == tu && net->ops[i].op->type == HP_OP_EMBED)
+            *embed = &net->ops[i];
+    }
+}
+
+int hp_net_tie_parts(struct hp_net *net)
+{
+    struct net_op *e, *h;
+
+    tie_ops(net, &e, &h);
+    return (e ? HP_TIE_EMBED : 0) | (h ? HP_TIE_HEAD : 0);
+}
+
+float *hp_net_tie_grad(struct hp_net *net, size_t *n)
+{
+    struct net_op *e, *h, *o;
+
+    tie_ops(net, &e, &h);
+    o = e ? e : h;
+    if (!o)
+        return NULL;
+    /* the embed's token matrix [vocab, width]; the head's copy [filters = vocab, in width] */
+    *n = o == e ? (size_t)o->op->vocab * (size_t)o->op->filters
+                : (size_t)o->op->filters * (size_t)o->op->in_shape.w;
+    return o->gw;
+}
+
+int hp_net_tie_sum(struct hp_net *net, const float *other)
+{
+    struct hp_backend *be = net->be;
+    struct net_op *e, *h;
+    size_t n;
+    int rc;
+
+    tie_ops(net, &e, &h);
+    if (!e && !h)
+        return 0;
+    float *g = hp_net_tie_grad(net, &n);
+    if (e && h) /* both here: the embed's gradient plus the copy's, into both */
+        rc = be->ops->add(be, e->gw, h->gw, e->gw, n);
+    else if (!other)
+        return -HP_EINVAL;
+    else /* IEEE addition commutes: a + b on one stage equals b + a on the other */
+        rc = be->ops->add(be, g, other, g, n);
+    if (!rc && e && h)
+        rc = be->ops->copy(be, h->gw, e->gw, n * sizeof(float));
+    return rc;
 }
 
 int hp_net_clip_grads(struct hp_net *net, double norm, double max_norm)

@@ -69,6 +69,7 @@ struct hp_net;
 int hp_net_create(struct hp_backend *be, const struct hp_model *model, int u0, int u1,
                   const struct hp_net_config *cfg, struct hp_net **out);
 void hp_net_destroy(struct hp_net *net);
+const struct hp_model *hp_net_model(const struct hp_net *net);
 
 /* The bytes hp_net_create would allocate, by purpose, without allocating them (the backend's
  * convolutions are created, for their workspace, and destroyed). 0 or a negative code. */
@@ -100,7 +101,9 @@ int hp_net_forward(struct hp_net *net, int slot, int train, uint64_t step_seed);
 
 /* Softmax cross-entropy of the output of `slot` against labels_host [batch] (copied to the
  * device). Only the first n (<= batch) samples count. If grad is set, writes the mean loss's
- * gradient (1/n scale) into the output gradient. *loss_sum and *correct as in the backend. */
+ * gradient (1/n scale) into the output gradient. *loss_sum and *correct as in the backend.
+ * A text model's (model->positions > 0): hp_net_loss_tokens (labels [n x T], sums over the
+ * n x T positions), so that callers divide by n x hp_model_positions. */
 int hp_net_loss(struct hp_net *net, int slot, const int32_t *labels_host, int n, int grad,
                 double *loss_sum, int *correct);
 
@@ -139,6 +142,26 @@ int hp_net_adamw(struct hp_net *net, const struct hp_adamw_desc *d);
  * max_norm of 0: no clipping). A norm that is not finite: -HP_ERANGE (logged), gradients
  * untouched. */
 int hp_net_grad_sumsq(struct hp_net *net, double *sumsq);
+
+/* The sums of hp_net_grad_sumsq unit by unit: per_unit[u - u0] for the net's units [u0, u1),
+ * each the sum over its ops in order; hp_net_grad_sumsq adds them in unit order. A tied
+ * copy (a head's with tie = true) is left out: the matrix counts once, at its embed. So a VW
+ * that adds its stages' per-unit sums in unit order gets hetpipe train's norm bit for bit. */
+int hp_net_grad_sumsq_units(struct hp_net *net, double *per_unit);
+
+/* Tied embeddings (layers.h: a head with tie = true keeps a copy of its embed's token matrix
+ * [V, d]). After a backward pass both copies' gradients must become their sum, so that equal
+ * copies take equal updates and never drift (Megatron-LM's embedding group). Which parts this
+ * net holds: */
+enum { HP_TIE_EMBED = 1, HP_TIE_HEAD = 2 };
+int hp_net_tie_parts(struct hp_net *net); /* 0, HP_TIE_EMBED, HP_TIE_HEAD or both */
+/* The device gradient of the part this net holds (the embed's when both), *n floats. */
+float *hp_net_tie_grad(struct hp_net *net, size_t *n);
+/* Make the tied gradients their sum: with both parts here, embed + copy into both (other
+ * unused); with one, its gradient + `other` (a device vector of the other part's gradient,
+ * from the stage that holds it). IEEE addition commutes, so both stages get the same floats.
+ * A net without a tie: 0, nothing done. */
+int hp_net_tie_sum(struct hp_net *net, const float *other);
 int hp_net_clip_grads(struct hp_net *net, double norm, double max_norm);
 
 /* Parameters and gradients as one device vector of hp_net_nparams() floats, in model order. */

@@ -24,6 +24,8 @@ struct hp_report {
     /* the progress line's current interval of minibatches */
     long n;
     double lsum, csum, t0;
+    struct hp_feed_counts counts; /* the data set's (text: perplexity, tok/s) */
+    double npos;                  /* labels a minibatch: batch x positions */
 };
 
 /* PATH.<rank> */
@@ -43,6 +45,9 @@ int hp_report_open(const struct hp_report_job *j, struct hp_report **out)
     if (!r)
         return -HP_ENOMEM;
     r->j = *j;
+    if (j->counts)
+        r->counts = *j->counts;
+    r->npos = (double)j->batch * hp_model_positions(j->model); /* labels a minibatch */
     r->reporter = j->v == 0 && j->s == 0;
     r->tty = r->reporter && !o->verbose && isatty(STDOUT_FILENO);
     r->t0 = hp_now_s();
@@ -61,7 +66,8 @@ int hp_report_open(const struct hp_report_job *j, struct hp_report **out)
     if (r->reporter && o->metrics) {
         if (!(r->metrics = hp_out_open(o->metrics, "metrics", 0666)))
             return -HP_EIO;
-        fprintf(r->metrics, "split,epoch,step,seconds,loss,accuracy,images_per_s\n");
+        fprintf(r->metrics, "split,epoch,step,seconds,%s,%s\n", hp_feed_quality_columns(&r->counts),
+                r->counts.text ? "tokens_per_s" : "images_per_s");
     }
     return 0;
 }
@@ -162,8 +168,10 @@ static void draw(struct hp_report *r, int epoch, long nb, double loss, double ac
         return;
     if (r->tty)
         fputs("\r\033[K", stdout);
-    printf("epoch %d/%ld step %ld/%ld loss %.4f acc %.2f%% %.0f img/s", epoch + 1, o->epochs, nb,
-           j->my_mb, loss, 100.0 * acc, ips);
+    char q[160];
+    hp_feed_quality(&r->counts, loss, acc, q, sizeof(q));
+    printf("epoch %d/%ld step %ld/%ld %s %.0f %s", epoch + 1, o->epochs, nb, j->my_mb, q, ips,
+           hp_feed_rate_unit(&r->counts));
     hp_wsp_print_clocks(r->wsp, stdout, elapsed);
     if (r->tty) {
         /* this run's share of the job done so far, and the time the rest takes at its pace */
@@ -194,20 +202,21 @@ int hp_report_minibatch(struct hp_report *r, int epoch, long nb, long step, long
     r->csum += c;
     r->n++;
     if (r->step_log)
-        fprintf(r->step_log, "%ld,%.9e\n", step, l / j->batch);
+        fprintf(r->step_log, "%ld,%.9e\n", step, l / r->npos);
     if (!r->reporter)
         return 0;
     const int due = (o->log_every > 0 && nb % o->log_every == 0) || nb == j->my_mb;
-    const double now = hp_now_s(), ips = (double)r->n * j->batch / (now - r->t0);
-    const double loss = r->lsum / ((double)r->n * j->batch);
-    const double acc = r->csum / ((double)r->n * j->batch);
+    const double now = hp_now_s(), ips = (double)r->n * r->npos / (now - r->t0);
+    const double loss = r->lsum / ((double)r->n * r->npos);
+    const double acc = r->csum / ((double)r->n * r->npos);
     draw(r, epoch, nb, loss, acc, ips, due && o->log_every > 0);
     if (!due)
         return 0;
+    char q[160];
+    hp_feed_quality_csv(&r->counts, loss, acc, q, sizeof(q));
     if (r->metrics)
-        fprintf(r->metrics, "train,%d,%ld,%.3f,%.6f,%.6f,%.1f\n", epoch + 1,
-                step_base + nb * j->nvws, now - j->clock->t_start - j->clock->paused_s, loss, acc,
-                ips);
+        fprintf(r->metrics, "train,%d,%ld,%.3f,%s,%.1f\n", epoch + 1, step_base + nb * j->nvws,
+                now - j->clock->t_start - j->clock->paused_s, q, ips);
     fflush(stdout);
     r->n = 0;
     r->lsum = r->csum = 0.0;
@@ -223,14 +232,19 @@ void hp_report_test(struct hp_report *r, int epoch, long nb, long step, double t
     if (!r->reporter)
         return;
     hp_report_clear(r);
+    char q[160], at[64] = "";
     if (nb >= 0)
-        printf("epoch %d/%ld step %ld/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1, o->epochs,
-               nb, r->j.my_mb, loss, 100.0 * acc);
-    else
-        printf("epoch %d/%ld test loss %.4f accuracy %.2f%%\n", epoch + 1, o->epochs, loss,
+        snprintf(at, sizeof(at), " step %ld/%ld", nb, r->j.my_mb);
+    if (r->counts.text) {
+        hp_feed_quality(&r->counts, loss, acc, q, sizeof(q));
+        printf("epoch %d/%ld%s validation %s\n", epoch + 1, o->epochs, at, q);
+    } else {
+        printf("epoch %d/%ld%s test loss %.4f accuracy %.2f%%\n", epoch + 1, o->epochs, at, loss,
                100.0 * acc);
+    }
+    hp_feed_quality_csv(&r->counts, loss, acc, q, sizeof(q));
     if (r->metrics) { /* flushed: whoever follows the run sees each evaluation as it comes */
-        fprintf(r->metrics, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, step, train_s, loss, acc);
+        fprintf(r->metrics, "test,%d,%ld,%.3f,%s,\n", epoch + 1, step, train_s, q);
         fflush(r->metrics);
     }
     fflush(stdout);

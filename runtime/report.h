@@ -25,6 +25,7 @@ struct hp_job_clock {
 
 /* What the reports say of the job and the stage (borrowed: must outlive the report). */
 struct hp_report_job {
+    const struct hp_feed_counts *counts; /* the data set's (feed.h): images or text, NULL: images */
     const struct hp_options *o;
     const struct hp_plan *plan;
     const struct hp_model *model;

@@ -42,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The corpus of a text model without --data: Debian's fortunes (package fortunes) */
+#define HP_TEXT_DEFAULT_DIR "/usr/share/games/fortunes"
 #define HP_TEXT_LLMC_MAGIC 20240520
 #define HP_TEXT_LLMC_VERSION 1        /* uint16 tokens (version 2, uint32, is LLaMA 3's) */
 #define HP_TEXT_LLMC_HEADER 1024      /* bytes: 256 int32 */

@@ -23,7 +23,7 @@
 /* Evaluate on the feed's validation batches (the last one padded by repeating samples,
  * which are not counted). */
 static int evaluate(struct hp_net *net, struct hp_backend *be, struct hp_feed *feed,
-                    size_t in_floats, int32_t *hlab, double *loss, double *acc)
+                    size_t in_floats, int positions, int32_t *hlab, double *loss, double *acc)
 {
     const struct hp_feed_counts *n = hp_feed_n(feed);
     double lsum = 0.0;
@@ -47,8 +47,9 @@ static int evaluate(struct hp_net *net, struct hp_backend *be, struct hp_feed *f
         lsum += l;
         correct += c;
     }
-    *loss = lsum / n->ntest;
-    *acc = (double)correct / n->ntest;
+    const double npos = (double)n->ntest * positions;
+    *loss = lsum / npos;
+    *acc = (double)correct / npos;
     return 0;
 }
 
@@ -62,7 +63,7 @@ struct trainer {
     struct hp_net *net;
     FILE *csv, *slog;
     int32_t *hlab;
-    int ntrain, steps_per_epoch;
+    int ntrain, steps_per_epoch, positions; /* positions: labels a sample (text: T) */
     long total_steps, step;
     size_t in_floats;
     double t_train;
@@ -119,27 +120,31 @@ static int trainer_setup(struct trainer *t)
     t->steps_per_epoch = (int)hp_feed_n(t->feed)->total_mb;
     t->total_steps = (long)t->steps_per_epoch * o->epochs;
     t->in_floats = (size_t)o->batch * hp_shape_size(m->input);
-    t->hlab = malloc((size_t)o->batch * sizeof(int32_t));
+    t->positions = hp_model_positions(m);
+    t->hlab = malloc((size_t)o->batch * t->positions * sizeof(int32_t));
     if (!t->hlab)
         return -HP_ENOMEM;
-    if (o->metrics &&
-        !(t->csv = open_csv(o->metrics, "metrics file",
-                            "split,epoch,step,seconds,loss,accuracy,images_per_s\n", &rc)))
+    char header[160];
+    const struct hp_feed_counts *counts = hp_feed_n(t->feed);
+    snprintf(header, sizeof(header), "split,epoch,step,seconds,%s,%s\n",
+             hp_feed_quality_columns(counts), counts->text ? "tokens_per_s" : "images_per_s");
+    if (o->metrics && !(t->csv = open_csv(o->metrics, "metrics file", header, &rc)))
         return rc;
     if (o->step_log && !(t->slog = open_csv(o->step_log, "step log", "step,loss\n", &rc)))
         return rc;
     return 0;
 }
 
-/* The update after a backward pass: the gradients clipped to the global norm --clip (the
- * net's own: one net holds every parameter), then an SGD or AdamW step (the update's count,
- * AdamW's bias-correction exponent, is step + 1). */
+/* The update after a backward pass: a tied head's and its embed's gradients summed, the
+ * gradients clipped to the global norm --clip (the net's own: one net holds every
+ * parameter), then an SGD or AdamW step (the update's count, AdamW's bias-correction
+ * exponent, is step + 1). */
 static int update(struct trainer *t, float lr)
 {
     const struct hp_options *o = t->o;
-    int rc = 0;
+    int rc = hp_net_tie_sum(t->net, NULL);
 
-    if (o->clip > 0.0) {
+    if (!rc && o->clip > 0.0) {
         double sumsq;
         rc = hp_net_grad_sumsq(t->net, &sumsq);
         if (!rc)
@@ -207,21 +212,26 @@ static int train_epoch(struct trainer *t, int epoch, struct hp_train_result *res
         csum += c;
         nint++;
         if (t->slog)
-            fprintf(t->slog, "%ld,%.9e\n", t->step, l / o->batch);
+            fprintf(t->slog, "%ld,%.9e\n", t->step, l / ((double)o->batch * t->positions));
         if (!isfinite(l)) {
             hp_error("loss is %g at step %ld: training diverged (lower --lr)", l, t->step);
             return -HP_ERANGE;
         }
         if ((o->log_every > 0 && (s + 1) % o->log_every == 0) || s + 1 == t->steps_per_epoch) {
-            const double ips = (double)nint * o->batch / (hp_now_s() - t_int);
-            const double acc = (double)csum / ((double)nint * o->batch);
-            res->last_loss = lsum / ((double)nint * o->batch);
+            const double npos = (double)nint * o->batch * t->positions;
+            const double ips = npos / (hp_now_s() - t_int);
+            const double acc = (double)csum / npos;
+            const struct hp_feed_counts *fc = hp_feed_n(t->feed);
+            char q[160];
+            res->last_loss = lsum / npos;
+            hp_feed_quality(fc, res->last_loss, acc, q, sizeof(q));
             if (o->log_every > 0)
-                printf("epoch %d/%ld step %d/%d loss %.4f acc %.2f%% %.0f img/s\n", epoch + 1,
-                       o->epochs, s + 1, t->steps_per_epoch, res->last_loss, 100.0 * acc, ips);
+                printf("epoch %d/%ld step %d/%d %s %.0f %s\n", epoch + 1, o->epochs, s + 1,
+                       t->steps_per_epoch, q, ips, hp_feed_rate_unit(fc));
+            hp_feed_quality_csv(fc, res->last_loss, acc, q, sizeof(q));
             if (t->csv)
-                fprintf(t->csv, "train,%d,%ld,%.3f,%.6f,%.6f,%.1f\n", epoch + 1, t->step + 1,
-                        t->t_train, res->last_loss, acc, ips);
+                fprintf(t->csv, "train,%d,%ld,%.3f,%s,%.1f\n", epoch + 1, t->step + 1, t->t_train,
+                        q, ips);
             fflush(stdout);
             lsum = 0.0;
             csum = 0;
@@ -230,6 +240,29 @@ static int train_epoch(struct trainer *t, int epoch, struct hp_train_result *res
         }
     }
     return 0;
+}
+
+/* The validation after an epoch: a line (images: "test loss .. accuracy ..", text:
+ * "validation loss .. ppl .."), and a metrics row. */
+static void report_test(struct trainer *t, int epoch, const struct hp_train_result *res)
+{
+    const struct hp_options *o = t->o;
+    const struct hp_feed_counts *fc = hp_feed_n(t->feed);
+    const double rate = (double)t->step * o->batch * t->positions / t->t_train;
+    char q[160];
+
+    if (fc->text) {
+        hp_feed_quality(fc, res->test_loss, res->test_acc, q, sizeof(q));
+        printf("epoch %d/%ld validation %s (%.1f s of training, %.0f tok/s)\n", epoch + 1,
+               o->epochs, q, t->t_train, rate);
+    } else {
+        printf("epoch %d/%ld test loss %.4f accuracy %.2f%% (%.1f s of training, %.0f img/s)\n",
+               epoch + 1, o->epochs, res->test_loss, 100.0 * res->test_acc, t->t_train, rate);
+    }
+    hp_feed_quality_csv(fc, res->test_loss, res->test_acc, q, sizeof(q));
+    if (t->csv)
+        fprintf(t->csv, "test,%d,%ld,%.3f,%s,\n", epoch + 1, t->step, t->t_train, q);
+    fflush(stdout);
 }
 
 /* The final parameters: their hash, and the file --save-params names. */
@@ -278,21 +311,18 @@ int hp_train_run(const struct hp_options *o, struct hp_train_result *res)
     for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
         rc = train_epoch(&t, epoch, res);
         if (!rc)
-            rc =
-                evaluate(t.net, t.be, t.feed, t.in_floats, t.hlab, &res->test_loss, &res->test_acc);
+            rc = evaluate(t.net, t.be, t.feed, t.in_floats, t.positions, t.hlab, &res->test_loss,
+                          &res->test_acc);
         if (rc)
             break;
-        printf("epoch %d/%ld test loss %.4f accuracy %.2f%% (%.1f s of training, %.0f img/s)\n",
-               epoch + 1, o->epochs, res->test_loss, 100.0 * res->test_acc, t.t_train,
-               (double)t.step * o->batch / t.t_train);
-        if (t.csv)
-            fprintf(t.csv, "test,%d,%ld,%.3f,%.6f,%.6f,\n", epoch + 1, t.step, t.t_train,
-                    res->test_loss, res->test_acc);
+        report_test(&t, epoch, res);
         fflush(stdout);
     }
     res->steps = t.step;
     res->seconds = t.t_train;
     res->images_per_s = t.t_train > 0 ? (double)t.step * o->batch / t.t_train : 0.0;
+    res->tokens_per_s = res->images_per_s * t.positions;
+    res->text = t.feed ? hp_feed_n(t.feed)->text : 0;
     if (!rc)
         rc = finish(&t, res);
     rc = close_csv(t.csv, rc);

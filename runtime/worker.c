@@ -13,6 +13,7 @@
 #include "jobpoint.h"
 #include "link.h"
 #include "log.h"
+#include "lrsched.h"
 #include "net.h"
 #include "pause.h"
 #include "report.h"
@@ -20,6 +21,7 @@
 #include "schedule.h"
 #include "stash.h"
 #include "timeline.h"
+#include "vwsync.h"
 #include "weights.h"
 #include "wsp.h"
 
@@ -48,7 +50,9 @@ struct worker {
     struct hp_net *net;
     struct hp_weights wt;
     size_t in_floats, out_floats; /* per minibatch */
-    int32_t *labels;              /* [inflight][batch] */
+    int positions;                /* labels a sample (hp_model_positions) */
+    size_t lab_n;                 /* labels a minibatch: batch x positions */
+    int32_t *labels;              /* [inflight][lab_n] */
     uint64_t *fwd_hash;           /* [inflight]: --weight-log */
     /* the modules it calls */
     struct hp_feed_counts n;
@@ -58,6 +62,12 @@ struct worker {
     struct hp_stash *stash;
     struct hp_wsp *wsp;
     struct hp_dp *dp_sync;
+    struct hp_vwsync *vsync; /* tied gradients and the clipping norm (NULL: neither) */
+    struct {
+        int on; /* a backward pass whose update waits for hp_vwsync_settle */
+        struct hp_pass p;
+        long q, step, epoch;
+    } pend;
     struct hp_emu emu;
     struct hp_timeline *tl;
     struct hp_report *rep;
@@ -100,20 +110,22 @@ static uint64_t weights_hash(struct worker *w, const float *dev)
     return hp_fnv1a(HP_FNV_OFFSET, w->wt.host, w->wt.n * sizeof(float));
 }
 
-/* Learning rate of global step `step` of `total`, as hetpipe train. With V > 1 virtual
- * workers each applies lr / V: the PS adds up every VW's updates, so V minibatches (one per
- * VW) move the global weights as one step of hetpipe train at minibatch V x B would, as dp's
- * averaged gradient does. (Summing V full-lr updates is V times the step size; measured on
- * local4 under ed, 4 epochs: 88.1% at 0.025 per VW, 90.0% at 0.0125.) */
+/* Learning rate of global step `step` of `total`, as hetpipe train (lrsched.h: --warmup, then
+ * --schedule). With V > 1 virtual workers each applies lr / V: the PS adds up every VW's
+ * updates, so V minibatches (one per VW) move the global weights as one step of hetpipe train
+ * at minibatch V x B would, as dp's averaged gradient does. (Summing V full-lr updates is V
+ * times the step size; measured on local4 under ed, 4 epochs: 88.1% at 0.025 per VW, 90.0% at
+ * 0.0125.) */
 static float lr_at(const struct worker *w, long step)
 {
     const struct hp_options *o = w->o;
     const float lr0 = (float)o->lr;
-    const double lr = !w->dp && w->nvws > 1 ? lr0 / w->nvws : lr0;
+    const struct hp_lrsched sched = {.lr = !w->dp && w->nvws > 1 ? lr0 / w->nvws : lr0,
+                                     .warmup = o->lr_warmup,
+                                     .total = w->total_steps,
+                                     .cosine = o->schedule == HP_SCHEDULE_COSINE};
 
-    return o->schedule == HP_SCHEDULE_COSINE
-               ? (float)(0.5 * lr * (1.0 + cos(M_PI * (double)step / (double)w->total_steps)))
-               : (float)lr;
+    return (float)hp_lrsched_at(&sched, step);
 }
 
 /* Minibatch j's message of `type` from `peer` (`bytes`, at *payload), its wait on the
@@ -158,8 +170,8 @@ static int send_tensor(struct worker *w, enum hp_link_dir dir, int peer, int typ
  * travel with it. HP_LINK_END: in its place came the span's end (a pause). */
 static int take_input(struct worker *w, const struct hp_pass *p, long q)
 {
-    int32_t *lab = w->labels + (size_t)p->slot * w->batch;
-    const size_t in_bytes = w->in_floats * sizeof(float), lab_bytes = w->batch * sizeof(int32_t);
+    int32_t *lab = w->labels + (size_t)p->slot * w->lab_n;
+    const size_t in_bytes = w->in_floats * sizeof(float), lab_bytes = w->lab_n * sizeof(int32_t);
     const void *x;
 
     if (w->s == 0) {
@@ -206,7 +218,7 @@ static int send_activation(struct worker *w, const struct hp_pass *p, long q)
         return 0;
     return send_tensor(w, HP_LINK_DOWN, w->peers->next, HP_MSG_ACTIVATION, p->j, q,
                        hp_net_output(w->net, p->slot), w->out_floats * sizeof(float),
-                       w->labels + (size_t)p->slot * w->batch, w->batch * sizeof(int32_t),
+                       w->labels + (size_t)p->slot * w->lab_n, w->lab_n * sizeof(int32_t),
                        w->emu.send_next, HP_TL_SEND_ACT);
 }
 
@@ -222,7 +234,7 @@ static int take_gradient(struct worker *w, const struct hp_pass *p, long q, doub
 
     if (w->peers->next < 0) {
         const double t0 = hp_now_s();
-        rc = hp_net_loss(w->net, p->slot, w->labels + (size_t)p->slot * w->batch, w->batch, 1, loss,
+        rc = hp_net_loss(w->net, p->slot, w->labels + (size_t)p->slot * w->lab_n, w->batch, 1, loss,
                          correct);
         return rc ? rc : compute_done(w, t0);
     }
@@ -271,31 +283,84 @@ static int send_gradient(struct worker *w, const struct hp_pass *p, long q, doub
                        w->emu.send_prev, HP_TL_SEND_GRAD);
 }
 
-/* After p->j's backward pass: the minibatches still in flight keep the weights they ran on
- * (stash.h); dp averages the gradients over the replicas; the SGD step of global step
- * `step`. */
-static int update(struct worker *w, const struct hp_pass *p, long q, long step)
+/* dp: after a backward pass the gradients averaged over the replicas (the ring allreduce). */
+static int average(struct worker *w, long step)
 {
+    const double t0 = hp_now_s();
+    int rc;
+
+    if (!w->dp_sync)
+        return 0;
+    rc = hp_dp_average(w->dp_sync, w->be, hp_net_grads(w->net), step, w->timeout_ms);
+    if (rc)
+        return rc;
+    w->comm_s += hp_now_s() - t0;
+    hp_emu_pad(&w->emu, t0, w->emu.allreduce);
+    hp_tl_add(w->tl, HP_TL_ALLREDUCE, t0, hp_now_s(), step, -1, (int64_t)hp_dp_bytes(w->dp_sync),
+              -1);
+    return 0;
+}
+
+/* The update of p->j (its gradients settled: averaged, tied, clipped): the minibatches still
+ * in flight keep the weights they ran on (stash.h); the SGD or AdamW step of global step
+ * `step` (AdamW's count: the VW's updates so far, epoch x my_mb + j + 1, hetpipe train's step
+ * + 1 with one VW); then WSP's account of it. */
+static int update(struct worker *w, const struct hp_pass *p, long q, long step, int epoch)
+{
+    const struct hp_options *o = w->o;
     int rc = hp_stash_change(w->stash, w->wt.dev, p->out0, p->out1);
 
-    if (!rc && w->dp_sync) {
-        const double t0 = hp_now_s();
-        rc = hp_dp_average(w->dp_sync, w->be, hp_net_grads(w->net), step, w->timeout_ms);
-        if (rc)
-            return rc;
-        w->comm_s += hp_now_s() - t0;
-        hp_emu_pad(&w->emu, t0, w->emu.allreduce);
-        hp_tl_add(w->tl, HP_TL_ALLREDUCE, t0, hp_now_s(), step, -1,
-                  (int64_t)hp_dp_bytes(w->dp_sync), -1);
-    }
     if (rc)
         return rc;
     const double t0 = hp_now_s();
-    rc = hp_net_sgd(w->net, lr_at(w, step), (float)w->o->momentum, (float)w->o->weight_decay);
+    const float lr = lr_at(w, step);
+    if (w->plan->opts.optimizer == HP_OPTIMIZER_ADAMW) {
+        const struct hp_adamw_desc d = {.lr = lr,
+                                        .wd = (float)o->weight_decay,
+                                        .beta1 = (float)o->beta1,
+                                        .beta2 = (float)o->beta2,
+                                        .eps = (float)o->eps,
+                                        .step = (long)epoch * w->n.my_mb + p->j + 1};
+        rc = hp_net_adamw(w->net, &d);
+    } else {
+        rc = hp_net_sgd(w->net, lr, (float)o->momentum, (float)o->weight_decay);
+    }
     if (!rc)
         rc = compute_done(w, t0);
     hp_tl_add(w->tl, HP_TL_UPDATE, t0, hp_now_s(), q, -1, 0, -1);
-    return rc;
+    return rc ? rc : hp_wsp_updated(w->wsp, q, &w->wt);
+}
+
+/* A later stage's update that waited for its VW's tied gradient or norm (vwsync.h). */
+static int settle(struct worker *w)
+{
+    int rc;
+
+    if (!w->pend.on)
+        return 0;
+    w->pend.on = 0;
+    rc = hp_vwsync_settle(w->vsync, w->pend.p.j, w->pend.q);
+    return rc ? rc : update(w, &w->pend.p, w->pend.q, w->pend.step, (int)w->pend.epoch);
+}
+
+/* After p->j's backward pass: its gradients averaged (dp), settled with the VW's other
+ * stages (vwsync.h), and its update now or, on a later stage that waits for the first, before
+ * its next pass. */
+static int after_backward(struct worker *w, const struct hp_pass *p, long q, long step, int epoch)
+{
+    int later = 0;
+    int rc = average(w, step);
+
+    if (!rc)
+        rc = hp_vwsync_backward(w->vsync, p->j, q, &later);
+    if (rc || !later)
+        return rc ? rc : update(w, p, q, step, epoch);
+    w->pend.on = 1;
+    w->pend.p = *p;
+    w->pend.q = q;
+    w->pend.step = step;
+    w->pend.epoch = epoch;
+    return 0;
 }
 
 /* ---- the loop ---- */
@@ -340,6 +405,9 @@ static int train_span(struct worker *w, int epoch, long from, long to, long *end
         const long q = w->q_base + p.j;      /* the VW's minibatch, as WSP counts them */
         const long m = p.j * w->nvws + w->v; /* the job's minibatch of the epoch's order */
         const long step = w->dp ? epoch_base + p.j : step_base + m; /* dp: train's at R x B */
+        rc = settle(w); /* the last backward pass's update, if it waited */
+        if (rc)
+            break;
         if (p.kind == HP_PASS_FORWARD) {
             rc = ckpt_finish(w, 0, 0, 0); /* one written in the background: done yet? */
             if (!rc)
@@ -373,14 +441,14 @@ static int train_span(struct worker *w, int epoch, long from, long to, long *end
             if (!rc)
                 rc = send_gradient(w, &p, q, loss, correct);
             if (!rc)
-                rc = update(w, &p, q, step);
-            if (!rc)
-                rc = hp_wsp_updated(w->wsp, q, &w->wt);
+                rc = after_backward(w, &p, q, step, epoch);
             w->res->minibatches++;
             if (!rc && w->s == 0)
                 rc = hp_report_minibatch(w->rep, epoch, p.j + 1, step, step_base, loss, correct);
         }
     }
+    if (!rc)
+        rc = settle(w); /* the span ends drained: every update done */
     *end = sched.to;
     return rc;
 }
@@ -400,6 +468,7 @@ static int evaluate(struct worker *w, int epoch, long nb, long step, double trai
                                         .k = w->k,
                                         .batch = w->batch,
                                         .test_batches = w->n.test_batches,
+                                        .positions = w->positions,
                                         .in_floats = w->in_floats,
                                         .out_floats = w->out_floats,
                                         .lab = w->labels};
@@ -433,8 +502,12 @@ static int units_alloc(struct worker *w, struct hp_ckpt_units *u, int own_params
                                 .vw = w->v,
                                 .params = own_params ? malloc(np * sizeof(float)) : w->wt.host,
                                 .momentum = malloc(np * sizeof(float)),
+                                .moment2 =
+                                    hp_net_moment2(w->net) ? malloc(np * sizeof(float)) : NULL,
                                 .state = malloc((ns ? ns : 1) * sizeof(float))};
-    return u->params && u->momentum && u->state ? 0 : -HP_ENOMEM;
+    return u->params && u->momentum && u->state && (u->moment2 || !hp_net_moment2(w->net))
+               ? 0
+               : -HP_ENOMEM;
 }
 
 /* The stage's state copied to host memory for a checkpoint: parameters, momentum, statistics
@@ -450,6 +523,9 @@ static int units_download(struct worker *w, struct hp_ckpt_units *u)
         memcpy(u->params, w->wt.host, w->wt.n * sizeof(float));
     if (!rc && w->wt.n)
         rc = w->be->ops->download(w->be, u->momentum, hp_net_momentum(w->net),
+                                  w->wt.n * sizeof(float));
+    if (!rc && w->wt.n && u->moment2)
+        rc = w->be->ops->download(w->be, u->moment2, hp_net_moment2(w->net),
                                   w->wt.n * sizeof(float));
     if (!rc && ns)
         rc = w->be->ops->download(w->be, u->state, hp_net_state(w->net), ns * sizeof(float));
@@ -467,6 +543,8 @@ static int units_upload(struct worker *w, const struct hp_ckpt_units *u)
     if (!rc && w->wt.n)
         rc = w->be->ops->upload(w->be, hp_net_momentum(w->net), u->momentum,
                                 w->wt.n * sizeof(float));
+    if (!rc && w->wt.n && u->moment2)
+        rc = w->be->ops->upload(w->be, hp_net_moment2(w->net), u->moment2, w->wt.n * sizeof(float));
     if (!rc && ns)
         rc = w->be->ops->upload(w->be, hp_net_state(w->net), u->state, ns * sizeof(float));
     return rc;
@@ -533,6 +611,8 @@ static int checkpoint(struct worker *w, long seq, unsigned flags, int epoch, lon
              hp_ckpt_requested ? "request" : "interval");
     snprintf(where->schedule, sizeof(where->schedule), "%s",
              hp_opt_word(HP_OPT_SCHEDULE, w->o->schedule));
+    snprintf(where->optimizer, sizeof(where->optimizer), "%s",
+             hp_opt_word(HP_OPT_OPTIMIZER, w->plan->opts.optimizer));
     if (!rc)
         rc = units_download(w, &u);
     if (!rc)
@@ -697,7 +777,8 @@ static int stage_setup(struct worker *w)
     const struct hp_net_config cfg = {.batch = w->batch,
                                       .nslots = w->inflight,
                                       .need_input_grad = w->s > 0,
-                                      .recompute = w->st->recompute};
+                                      .recompute = w->st->recompute,
+                                      .optimizer = (int)p->opts.optimizer};
     rc = hp_net_create(w->be, w->model, w->st->u0, w->st->u1, &cfg, &w->net);
     if (!rc)
         rc = hp_net_init_params(w->net, (uint64_t)p->opts.seed);
@@ -708,7 +789,9 @@ static int stage_setup(struct worker *w)
     w->in_floats = (size_t)w->batch * hp_shape_size(w->model->units[w->st->u0].in);
     w->out_floats = (size_t)w->batch * hp_shape_size(w->model->units[w->st->u1 - 1].out);
     w->wt.host = malloc((w->wt.n ? w->wt.n : 1) * sizeof(float));
-    w->labels = calloc((size_t)w->inflight * w->batch, sizeof(int32_t));
+    w->positions = hp_model_positions(w->model);
+    w->lab_n = (size_t)w->batch * w->positions;
+    w->labels = calloc((size_t)w->inflight * w->lab_n, sizeof(int32_t));
     w->fwd_hash = calloc((size_t)w->inflight, sizeof(uint64_t));
     if (!w->wt.host || !w->labels || !w->fwd_hash)
         return -HP_ENOMEM;
@@ -719,7 +802,7 @@ static int stage_setup(struct worker *w)
 static int data_setup(struct worker *w)
 {
     const struct hp_options *o = w->o;
-    const size_t lab = (size_t)w->batch * sizeof(int32_t) + sizeof(int32_t);
+    const size_t lab = w->lab_n * sizeof(int32_t) + sizeof(int32_t);
     const struct hp_feed_config fc = {.dir = o->data,
                                       .model = w->model,
                                       .mode = (w->s == 0 ? HP_FEED_INPUT : HP_FEED_COUNTS) |
@@ -777,6 +860,7 @@ static int sync_setup(struct worker *w)
         if (!rc)
             rc = units_upload(w, &u);
         free(u.momentum);
+        free(u.moment2);
         free(u.state);
         w->seq = w->from.seq;
     }
@@ -836,6 +920,7 @@ static int run_setup(struct worker *w)
 {
     const struct hp_options *o = w->o;
     const struct hp_report_job rj = {
+        .counts = &w->n,
         .o = o,
         .plan = w->plan,
         .model = w->model,
@@ -880,6 +965,17 @@ static int run_setup(struct worker *w)
                                   o->checkpoint_every.seconds, (long)w->nvws * w->batch);
     if (!rc)
         rc = timeline_open(w);
+    const struct hp_vwsync_config vc = {.comm = w->comm,
+                                        .plan = w->plan,
+                                        .v = w->v,
+                                        .s = w->s,
+                                        .net = w->net,
+                                        .be = w->be,
+                                        .clip = o->clip,
+                                        .wait_ms = w->timeout_ms,
+                                        .tl = w->tl};
+    if (!rc)
+        rc = hp_vwsync_create(&vc, &w->vsync);
     return rc;
 }
 
@@ -969,6 +1065,7 @@ static void teardown(struct worker *w)
     hp_tl_destroy(w->tl);
     hp_wsp_destroy(w->comm, w->wsp);
     hp_dp_destroy(w->comm, w->dp_sync);
+    hp_vwsync_destroy(w->vsync);
     hp_link_destroy(w->link);
     hp_stash_destroy(w->stash);
     hp_net_destroy(w->net);

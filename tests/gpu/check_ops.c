@@ -17,6 +17,14 @@
  * cuDNN used TF32 tensor cores. AdamW's update rounds alike on both (no fused multiply-adds)
  * and is held to a few ulps (rtol 1e-6); the sum of squares, in double on both, to 1e-12.
  *
+ * The sequence ops (test_seq_ops; GPT's embed, layer norm, plinear, attention, GELU and the
+ * token loss) at gpt-tiny's shapes, an odd one and gpt2-xl's widths: the embedding forward and
+ * backward must be equal (the CUDA backend adds in the CPU's order); layer norm, attention
+ * and plinear outputs get tol_k of the length of the sums behind them (said at each test);
+ * GELU the plain tolerances. Bad token ids must fail on both. Last, a whole training step of
+ * gpt-tiny (forward, hp_net_loss_tokens, backward, AdamW) through hp_net on both backends
+ * (test_text_step): the net's wiring of the sequence ops on the device.
+ *
  * Output: "ok <name> maxerr=<e>" or "FAIL <name> ..." per check, then
  * "gpu_check_ops: N passed, M failed". Exit status 0 if all passed, 1 otherwise, 77 (SKIP)
  * when there is no CUDA device or the build has no CUDA backend.
@@ -27,6 +35,8 @@
 #include "backend.h"
 #include "error.h"
 #include "log.h"
+#include "model.h"
+#include "net.h"
 #include "rng.h"
 
 #include <math.h>
@@ -924,6 +934,432 @@ static void test_sumsq_scale(size_t n)
     pair_free(&x);
 }
 
+/* ---- sequence ops (GPT) --------------------------------------------------------------- */
+
+/* check() under a name formatted from fmt. */
+static void checkf(const struct pair *t, double atol, double rtol, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void checkf(const struct pair *t, double atol, double rtol, const char *fmt, ...)
+{
+    char name[128];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    check(name, t, atol, rtol);
+}
+
+/* A tensor of a test: n uniform numbers in [lo, hi) on both backends (pair_rand). */
+struct rand_spec {
+    struct pair *t;
+    size_t n;
+    float lo, hi;
+};
+#define NSPECS(s) ((int)(sizeof(s) / sizeof((s)[0])))
+
+/* pair_rand of each spec in turn: 0, or the first failure's code. */
+static int pairs_rand(const struct rand_spec *s, int count)
+{
+    int rc = 0;
+
+    for (int i = 0; i < count && !rc; i++)
+        rc = pair_rand(s[i].t, s[i].n, s[i].lo, s[i].hi);
+    return rc;
+}
+
+static void pairs_free(const struct rand_spec *s, int count)
+{
+    for (int i = 0; i < count; i++)
+        pair_free(s[i].t);
+}
+
+/* Token ids of n sequences of T positions as floats, uniform in [0, vocab). */
+static void fill_ids(float *h, size_t rows, int vocab)
+{
+    const uint64_t seed = next_seed++;
+
+    for (size_t r = 0; r < rows; r++) {
+        int id = (int)(hp_rng_uniform(seed, r) * (float)vocab);
+        h[r] = (float)(id < vocab ? id : vocab - 1);
+    }
+}
+
+/* Forward: the gather and its one addition are exact. Backward adds dy in the CPU's order
+ * (positions ascending, in float), so dwte and dwpe must be equal too; they start as garbage
+ * (overwritten, absent tokens' rows included). Then a bad id (vocab, and 2.5) must fail with
+ * -HP_EINVAL on both. */
+static void test_embed(int n, int T, int d, int vocab)
+{
+    const size_t rows = (size_t)n * T;
+    struct pair ids = {0}, wte = {0}, wpe = {0}, y = {0}, dy = {0}, dwte = {0}, dwpe = {0};
+    const struct rand_spec spec[] = {{&wte, (size_t)vocab * d, -1.0f, 1.0f},
+                                     {&wpe, (size_t)T * d, -1.0f, 1.0f},
+                                     {&y, rows * d, -9.0f, 9.0f},
+                                     {&dy, rows * d, -1.0f, 1.0f},
+                                     {&dwte, (size_t)vocab * d, -9.0f, 9.0f},
+                                     {&dwpe, (size_t)T * d, -9.0f, 9.0f}};
+    float *h = malloc(rows * sizeof(float));
+    char tag[64], name[96];
+    int rc[2], err;
+
+    snprintf(tag, sizeof(tag), "n%d,T%d,d%d,V%d", n, T, d, vocab);
+    snprintf(name, sizeof(name), "embed/%s", tag);
+    err = h ? 0 : -HP_ENOMEM;
+    if (!err) {
+        fill_ids(h, rows, vocab);
+        err = pair_alloc(&ids, rows);
+    }
+    if (!err)
+        err = pair_upload(&ids, h);
+    if (!err)
+        err = pairs_rand(spec, NSPECS(spec));
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    snprintf(name, sizeof(name), "embed_forward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, embed_forward, ids.d[i], wte.d[i], wpe.d[i], y.d[i], n, T, d, vocab);
+    if (both_ok(name, rc))
+        check(name, &y, 0.0, 0.0);
+    snprintf(name, sizeof(name), "embed_backward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, embed_backward, ids.d[i], dy.d[i], dwte.d[i], dwpe.d[i], n, T, d, vocab);
+    if (both_ok(name, rc)) {
+        checkf(&dwte, 0.0, 0.0, "embed_backward_dwte/%s", tag);
+        checkf(&dwpe, 0.0, 0.0, "embed_backward_dwpe/%s", tag);
+    }
+    for (int bad = 0; bad < 2; bad++) {
+        snprintf(name, sizeof(name), "embed_forward_bad_id%d/%s", bad, tag);
+        h[rows - 1] = bad ? 2.5f : (float)vocab;
+        err = pair_upload(&ids, h);
+        for (int i = 0; i < 2 && !err; i++)
+            rc[i] = OP(i, embed_forward, ids.d[i], wte.d[i], wpe.d[i], y.d[i], n, T, d, vocab);
+        if (err)
+            setup_failed(name, err);
+        else if (rc[0] == -HP_EINVAL && rc[1] == -HP_EINVAL)
+            report_ok(name, 0.0);
+        else
+            report_fail(name, "expected EINVAL from both, got cpu %s, cuda %s", hp_errname(rc[0]),
+                        hp_errname(rc[1]));
+    }
+out:
+    free(h);
+    pair_free(&ids);
+    pairs_free(spec, NSPECS(spec));
+}
+
+/* Rows of x in [2, 4) (a mean to take out). y, mean and rstd: usual tolerances (sums of d
+ * terms: tol_k(d)); dgamma and dbeta sum over rows (tol_k(rows)), dx over d (tol_k(d));
+ * outputs start as garbage. Backward again without dx: dgamma is still written. */
+static void test_layernorm(int rows, int d)
+{
+    struct pair x = {0}, gamma = {0}, beta = {0}, y = {0}, mean = {0}, rstd = {0}, dy = {0},
+                dx = {0}, dgamma = {0}, dbeta = {0};
+    const size_t sz = (size_t)rows * d;
+    const struct rand_spec spec[] = {{&x, sz, 2.0f, 4.0f},
+                                     {&gamma, (size_t)d, 0.5f, 1.5f},
+                                     {&beta, (size_t)d, -1.0f, 1.0f},
+                                     {&y, sz, -9.0f, 9.0f},
+                                     {&mean, (size_t)rows, -9.0f, 9.0f},
+                                     {&rstd, (size_t)rows, -9.0f, 9.0f},
+                                     {&dy, sz, -1.0f, 1.0f},
+                                     {&dx, sz, -9.0f, 9.0f},
+                                     {&dgamma, (size_t)d, -9.0f, 9.0f},
+                                     {&dbeta, (size_t)d, -9.0f, 9.0f}};
+    char tag[48], name[96];
+    int rc[2], err;
+
+    snprintf(tag, sizeof(tag), "%dx%d", rows, d);
+    snprintf(name, sizeof(name), "layernorm/%s", tag);
+    err = pairs_rand(spec, NSPECS(spec));
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    snprintf(name, sizeof(name), "layernorm_forward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, layernorm_forward, x.d[i], gamma.d[i], beta.d[i], y.d[i], mean.d[i],
+                   rstd.d[i], rows, d, 1e-5f);
+    if (!both_ok(name, rc))
+        goto out;
+    check(name, &y, tol_k(d), RTOL);
+    checkf(&mean, tol_k(d), RTOL, "layernorm_forward_mean/%s", tag);
+    checkf(&rstd, tol_k(d), RTOL, "layernorm_forward_rstd/%s", tag);
+
+    snprintf(name, sizeof(name), "layernorm_backward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, layernorm_backward, x.d[i], dy.d[i], gamma.d[i], mean.d[i], rstd.d[i],
+                   dx.d[i], dgamma.d[i], dbeta.d[i], rows, d);
+    if (!both_ok(name, rc))
+        goto out;
+    checkf(&dx, tol_k(d), RTOL, "layernorm_backward_dx/%s", tag);
+    checkf(&dgamma, tol_k(rows), RTOL, "layernorm_backward_dgamma/%s", tag);
+    checkf(&dbeta, tol_k(rows), RTOL, "layernorm_backward_dbeta/%s", tag);
+
+    /* without dx; dgamma and dbeta refilled with garbage first (the CPU's are too) */
+    snprintf(name, sizeof(name), "layernorm_backward_no_dx/%s", tag);
+    pair_free(&dgamma);
+    pair_free(&dbeta);
+    err = pairs_rand(spec + NSPECS(spec) - 2, 2);
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, layernorm_backward, x.d[i], dy.d[i], gamma.d[i], mean.d[i], rstd.d[i], NULL,
+                   dgamma.d[i], dbeta.d[i], rows, d);
+    if (both_ok(name, rc)) {
+        check(name, &dgamma, tol_k(rows), RTOL);
+        checkf(&dbeta, tol_k(rows), RTOL, "layernorm_backward_no_dx_dbeta/%s", tag);
+    }
+out:
+    pairs_free(spec, NSPECS(spec));
+}
+
+/* The per-position linear layer as net.c runs it: y [rows, out] = x w^T + b; gw = dy^T x,
+ * gb = the column sums of dy, dx = dy w. Sums of in, rows and out terms respectively. */
+static void test_plinear(int rows, int in, int out)
+{
+    struct pair x = {0}, w = {0}, b = {0}, y = {0}, dy = {0}, gw = {0}, gb = {0}, dx = {0};
+    const size_t xs = (size_t)rows * in, ys = (size_t)rows * out, ws = (size_t)out * in;
+    const struct rand_spec spec[] = {{&x, xs, -1.0f, 1.0f},           {&w, ws, -1.0f, 1.0f},
+                                     {&b, (size_t)out, -1.0f, 1.0f},  {&y, ys, -9.0f, 9.0f},
+                                     {&dy, ys, -1.0f, 1.0f},          {&gw, ws, -9.0f, 9.0f},
+                                     {&gb, (size_t)out, -9.0f, 9.0f}, {&dx, xs, -9.0f, 9.0f}};
+    char tag[48], name[96];
+    int rc[2], err;
+
+    snprintf(tag, sizeof(tag), "%dx%d->%d", rows, in, out);
+    snprintf(name, sizeof(name), "plinear/%s", tag);
+    err = pairs_rand(spec, NSPECS(spec));
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    snprintf(name, sizeof(name), "plinear_forward/%s", tag);
+    for (int i = 0; i < 2; i++) {
+        rc[i] = OP(i, gemm, 0, 1, rows, out, in, 1.0f, x.d[i], in, w.d[i], in, 0.0f, y.d[i], out);
+        if (!rc[i])
+            rc[i] = OP(i, bias_add, y.d[i], b.d[i], rows, out);
+    }
+    if (both_ok(name, rc))
+        check(name, &y, tol_k(in), RTOL);
+    snprintf(name, sizeof(name), "plinear_backward/%s", tag);
+    for (int i = 0; i < 2; i++) {
+        rc[i] = OP(i, gemm, 1, 0, out, in, rows, 1.0f, dy.d[i], out, x.d[i], in, 0.0f, gw.d[i], in);
+        if (!rc[i])
+            rc[i] = OP(i, bias_grad, dy.d[i], gb.d[i], rows, out);
+        if (!rc[i])
+            rc[i] =
+                OP(i, gemm, 0, 0, rows, in, out, 1.0f, dy.d[i], out, w.d[i], in, 0.0f, dx.d[i], in);
+    }
+    if (!both_ok(name, rc))
+        goto out;
+    checkf(&gw, tol_k(rows), RTOL, "plinear_backward_dw/%s", tag);
+    checkf(&gb, tol_k(rows), RTOL, "plinear_backward_db/%s", tag);
+    checkf(&dx, tol_k(out), RTOL, "plinear_backward_dx/%s", tag);
+out:
+    pairs_free(spec, NSPECS(spec));
+}
+
+/* qkv in [-1, 1); probs and y start as garbage (probs' zeros above the diagonal must be
+ * written). probs: tol_k(dh) (scores are sums of dh terms); y: tol_k(T) (sums over keys);
+ * dqkv: tol_k(T dh) (dq and dk sum T terms of ds, which carries dp's sum of dh terms). The
+ * shapes cover both of the CUDA backend's walks (heads <= n: the sequences batched; else the
+ * heads), its chunked scratch (T 1024 and more than 16 heads: chunks of 16 and a remainder)
+ * and, with one (sequence, head) pair, the caller's workspace. */
+static void test_attention(int n, int T, int d, int heads)
+{
+    const struct hp_attn_desc a = {n, T, d, heads};
+    const size_t xsz = (size_t)n * T * 3 * d, ysz = (size_t)n * T * d;
+    const size_t psz = (size_t)n * heads * T * T;
+    const int dh = d / heads;
+    struct pair qkv = {0}, y = {0}, probs = {0}, dy = {0}, dqkv = {0}, ws = {0};
+    const struct rand_spec spec[] = {{&qkv, xsz, -1.0f, 1.0f},   {&y, ysz, -9.0f, 9.0f},
+                                     {&probs, psz, -9.0f, 9.0f}, {&dy, ysz, -1.0f, 1.0f},
+                                     {&dqkv, xsz, -9.0f, 9.0f},  {&ws, (size_t)T * T, -9.0f, 9.0f}};
+    char tag[64], name[96];
+    int rc[2], err;
+
+    snprintf(tag, sizeof(tag), "n%d,T%d,d%d,h%d", n, T, d, heads);
+    snprintf(name, sizeof(name), "attention/%s", tag);
+    err = pairs_rand(spec, NSPECS(spec));
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    snprintf(name, sizeof(name), "attention_forward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, attention_forward, &a, qkv.d[i], y.d[i], probs.d[i]);
+    if (!both_ok(name, rc))
+        goto out;
+    check(name, &y, tol_k(T), RTOL);
+    checkf(&probs, tol_k(dh), RTOL, "attention_forward_probs/%s", tag);
+    snprintf(name, sizeof(name), "attention_backward/%s", tag);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, attention_backward, &a, qkv.d[i], probs.d[i], dy.d[i], dqkv.d[i], ws.d[i]);
+    if (both_ok(name, rc))
+        check(name, &dqkv, tol_k((double)T * dh), RTOL);
+out:
+    pairs_free(spec, NSPECS(spec));
+}
+
+/* x in [-6, 6) (both tails of tanh); then in place (y = x, dx = dy). The device's expf and
+ * fused multiply-adds differ from the CPU's in the last bits only. */
+static void test_gelu(size_t n)
+{
+    struct pair x = {0}, y = {0}, dy = {0}, dx = {0};
+    const struct rand_spec spec[] = {
+        {&x, n, -6.0f, 6.0f}, {&y, n, -9.0f, 9.0f}, {&dy, n, -1.0f, 1.0f}, {&dx, n, -9.0f, 9.0f}};
+    char name[64];
+    int rc[2], err;
+
+    snprintf(name, sizeof(name), "gelu/%zu", n);
+    err = pairs_rand(spec, NSPECS(spec));
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    snprintf(name, sizeof(name), "gelu_forward/%zu", n);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, gelu_forward, x.d[i], y.d[i], n);
+    if (both_ok(name, rc))
+        check(name, &y, ATOL, RTOL);
+    snprintf(name, sizeof(name), "gelu_backward/%zu", n);
+    for (int i = 0; i < 2; i++)
+        rc[i] = OP(i, gelu_backward, x.d[i], dy.d[i], dx.d[i], n);
+    if (both_ok(name, rc))
+        check(name, &dx, ATOL, RTOL);
+    snprintf(name, sizeof(name), "gelu_in_place/%zu", n);
+    for (int i = 0; i < 2; i++) {
+        rc[i] = OP(i, gelu_backward, x.d[i], dy.d[i], dy.d[i], n);
+        if (!rc[i])
+            rc[i] = OP(i, gelu_forward, x.d[i], x.d[i], n);
+    }
+    if (both_ok(name, rc)) {
+        checkf(&dy, ATOL, RTOL, "gelu_backward_in_place/%zu", n);
+        checkf(&x, ATOL, RTOL, "gelu_forward_in_place/%zu", n);
+    }
+out:
+    pairs_free(spec, NSPECS(spec));
+}
+
+/* Every sequence op at gpt-tiny's shapes (a batch of 4: T 64, d 128, 4 heads, vocab 256, the
+ * block's 3d and 4d widths), at an odd shape (T 7, d 24, 3 heads, vocab 50) and at gpt2-xl's
+ * widths (T 1024, d 1600, 25 heads, vocab 50257, one sequence). The token loss is
+ * softmax_xent over the n T positions (hp_net_loss_tokens). */
+static void test_seq_ops(void)
+{
+    test_embed(4, 64, 128, 256);
+    test_embed(2, 7, 24, 50);
+    test_embed(2, 1024, 1600, 50257); /* 2 stages of ids, 13 column tiles */
+    test_layernorm(4 * 64, 128);
+    test_layernorm(2 * 7, 24);
+    test_layernorm(1024, 1600);
+    test_plinear(4 * 64, 128, 3 * 128);
+    test_plinear(4 * 64, 4 * 128, 128);
+    test_plinear(2 * 7, 24, 3 * 24);
+    test_plinear(2 * 7, 24, 4 * 24);
+    test_attention(4, 64, 128, 4);     /* heads <= n */
+    test_attention(2, 7, 24, 3);       /* heads > n */
+    test_attention(1, 33, 16, 1);      /* one pair: the caller's workspace */
+    test_attention(1, 1024, 1600, 25); /* chunks of 16 heads, then 9 */
+    test_gelu(4 * 64 * 4 * 128);
+    test_gelu(2 * 7 * 4 * 24);
+    test_xent(4 * 64, 256);
+    test_xent(2 * 7, 50);
+    test_xent(64, 50257);
+}
+
+/* ---- a whole training step ------------------------------------------------------------ */
+
+/* Compares n floats at p[0] (CPU) and p[1] (CUDA), e.g. a net's buffers. */
+static void check_ptrs(const char *name, float *p0, float *p1, size_t n, double atol, double rtol)
+{
+    const struct pair t = {n, {p0, p1}};
+
+    check(name, &t, atol, rtol);
+}
+
+/* A text model (gpt-tiny) on both backends from the same parameters (hp_net_init_params,
+ * seed 1), token ids and labels: a training forward, hp_net_loss_tokens, backward and one
+ * AdamW step, as `hetpipe train` runs them. Compared: the logits, the loss sum, the
+ * gradients and the updated parameters. eps is 1e-6 here: AdamW's first step moves each
+ * parameter by about lr g / (|g| + eps), whose slope at g = 0 is lr / eps, so a gradient
+ * that is zero up to rounding on both backends would otherwise make it differ by a sizeable
+ * part of lr. Tolerances: logits and loss as a sum over the net's depth; the gradients 1e-5
+ * absolute (they are about 1e-3 and below); parameters 1e-4 + 1e-3 |w| (a tenth of lr: a
+ * wrong gradient moves a parameter by about lr). */
+static void test_text_step(const char *model, int batch)
+{
+    const struct hp_net_config cfg = {batch, 1, 0, 0, HP_OPTIMIZER_ADAMW};
+    const struct hp_adamw_desc ad = {
+        .lr = 1e-3f, .wd = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-6f, .step = 1};
+    struct hp_model *m = NULL;
+    struct hp_net *net[2] = {NULL, NULL};
+    float *ids = NULL;
+    int32_t *lab = NULL;
+    double loss[2] = {0.0, 0.0};
+    int correct[2] = {0, 0}, rc[2] = {0, 0}, err;
+    char name[96];
+    size_t rows = 0, nout = 0;
+
+    snprintf(name, sizeof(name), "train_step/%s,batch%d", model, batch);
+    err = hp_model_load(model, &m);
+    for (int i = 0; i < 2 && !err; i++) {
+        err = hp_net_create(be[i], m, 0, m->nunits, &cfg, &net[i]);
+        if (!err)
+            err = hp_net_init_params(net[i], 1);
+    }
+    if (!err) {
+        rows = (size_t)batch * hp_model_positions(m);
+        nout = rows * (size_t)m->classes;
+        ids = malloc(rows * sizeof(float));
+        lab = malloc(rows * sizeof(int32_t));
+        err = ids && lab ? 0 : -HP_ENOMEM;
+    }
+    if (err) {
+        setup_failed(name, err);
+        goto out;
+    }
+    fill_ids(ids, rows, m->classes);
+    for (size_t r = 0; r < rows; r++)
+        lab[r] = (int32_t)ids[(r + 1) % rows]; /* the next token */
+    for (int i = 0; i < 2; i++) {
+        rc[i] = OP(i, upload, hp_net_input(net[i], 0), ids, rows * sizeof(float));
+        if (!rc[i])
+            rc[i] = hp_net_forward(net[i], 0, 1, 7);
+        if (!rc[i])
+            rc[i] = hp_net_loss_tokens(net[i], 0, lab, batch, 1, &loss[i], &correct[i]);
+        if (!rc[i])
+            rc[i] = hp_net_backward(net[i], 0);
+    }
+    if (!both_ok(name, rc))
+        goto out;
+    snprintf(name, sizeof(name), "train_step_logits/%s,batch%d", model, batch);
+    check_ptrs(name, hp_net_output(net[0], 0), hp_net_output(net[1], 0), nout, tol_k(m->nunits),
+               RTOL);
+    snprintf(name, sizeof(name), "train_step_loss_tokens/%s,batch%d", model, batch);
+    check_scalar(name, loss[1], loss[0], tol_k((double)rows * m->nunits), RTOL);
+    snprintf(name, sizeof(name), "train_step_grads/%s,batch%d", model, batch);
+    check_ptrs(name, hp_net_grads(net[0]), hp_net_grads(net[1]), hp_net_nparams(net[0]), 1e-5,
+               RTOL);
+    snprintf(name, sizeof(name), "train_step_adamw/%s,batch%d", model, batch);
+    for (int i = 0; i < 2; i++)
+        rc[i] = hp_net_adamw(net[i], &ad);
+    if (both_ok(name, rc))
+        check_ptrs(name, hp_net_params(net[0]), hp_net_params(net[1]), hp_net_nparams(net[0]), 1e-4,
+                   RTOL);
+out:
+    for (int i = 0; i < 2; i++)
+        hp_net_destroy(net[i]);
+    hp_model_destroy(m);
+    free(ids);
+    free(lab);
+}
+
 /* ---- main ----------------------------------------------------------------------------- */
 
 /* $HETPIPE_CUDA_MODULE, when unset: the module of this build tree (build/hetpipe-cuda.so). */
@@ -993,6 +1429,8 @@ int main(void)
     test_sumsq_scale(1);
     test_sumsq_scale(10007);
     test_sumsq_scale(3000017); /* more than the CUDA first pass's 256 x 256 threads */
+    test_seq_ops();
+    test_text_step("gpt-tiny", 4);
 
     hp_backend_destroy(be[1]);
     hp_backend_destroy(be[0]);

@@ -5,8 +5,10 @@
 #
 # Builds with the CUDA backend required (make HP_CUDA=1: the module build/hetpipe-cuda.so), runs
 # build/tests/gpu_check_ops (every backend op, CUDA against the CPU reference, the CUDA backend
-# through the module loader as the programs get it), then times training steps with
-# `hetpipe time`: the CNN and VGG-19 on CUDA, the CNN on the CPU for comparison.
+# through the module loader as the programs get it; the GPT sequence ops included), then times
+# training steps with `hetpipe time`: the CNN and VGG-19 on CUDA, the CNN on the CPU for
+# comparison, and the GPT models (text: a label per position, hp_net_loss_tokens) gpt-tiny on
+# CUDA and the CPU, gpt2 (124 M parameters, context 1024) on CUDA (batch 4).
 # Everything printed also goes to a log file when $OUT is set: $OUT itself, or
 # $OUT/tests-gpu.log when $OUT is a directory.
 #
@@ -79,6 +81,9 @@ step check_ops env HETPIPE_LOG=debug build/tests/gpu_check_ops
 step time_cnn_cuda build/hetpipe time --model cnn --batch 32 --device cuda --steps 50
 step time_vgg19_cuda build/hetpipe time --model vgg19 --batch 32 --device cuda --steps 10
 step time_cnn_cpu build/hetpipe time --model cnn --batch 32 --device cpu --steps 50
+step time_gpt_tiny_cuda build/hetpipe time --model gpt-tiny --batch 32 --device cuda --steps 50 --profile
+step time_gpt_tiny_cpu build/hetpipe time --model gpt-tiny --batch 32 --device cpu --steps 5
+step time_gpt2_cuda build/hetpipe time --model gpt2 --batch 4 --device cuda --steps 5 --profile
 
 echo "tests/gpu: $((steps - failed)) of $steps steps passed, $failed failed"
 [ "$failed" -eq 0 ]
