@@ -140,6 +140,21 @@ torch_py() {
     [ "$a" = "$b" ]
 }
 
+@test "gpt-tiny trained with --recompute always ends with the parameters of --recompute never" {
+    # blocks are recomputed whole (attention probabilities, layer norm saves) from the kept
+    # segment outputs: the same floats, so AdamW's steps and the clipping norm are the same
+    local h=()
+    for r in never always; do
+        run "$HETPIPE" train --threads 1 --model gpt-tiny --epochs 1 --train-limit 64 \
+            --test-limit 32 --batch 16 --optimizer adamw --lr 0.002 --weight-decay 0.1 \
+            --clip 0.5 --log-every 0 --recompute "$r"
+        [ "$status" -eq 0 ]
+        h+=("$(echo "$output" | grep -o 'parameter hash [0-9a-f]*')")
+    done
+    [ -n "${h[0]}" ]
+    [ "${h[0]}" = "${h[1]}" ]
+}
+
 @test "--device cuda without a GPU fails clearly, auto falls back to the CPU" {
     if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
         skip "a GPU is present"
