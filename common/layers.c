@@ -297,9 +297,14 @@ int hp_op_param_tensors(const struct hp_op *op, size_t n[2], int decay[2])
  *    5 per probability forward (scale, max, exp, sum, divide); backward 4 T^2 d MACs (the
  *    gradients of p, v, q and k) and 5 per probability (the softmax's backward, the scale);
  *    its bytes add the probabilities written (forward) and read (backward);
- *  - gelu: 8 per value forward (the cubic, tanh, the product), 14 backward. */
+ *  - gelu: 8 per value forward (the cubic, tanh, the product), 14 backward.
+ * extra: floats moved besides the input and output, per sample: an attention's
+ * probabilities; an embedding's gathered rows, T of the token matrix and T of the positions
+ * (2 T d: a gather reads only those rows, and its backward adds into only those rows of the
+ * gradient, so none of the vocab x d matrix is counted as traffic: hp_unit_finish leaves an
+ * embedding's parameters out of the parameter traffic it adds). */
 static void seq_cost(const struct hp_op *op, struct hp_unit_cost *c, double *macs, double *fwd,
-                     double *bwd, double *probs)
+                     double *bwd, double *extra)
 {
     const double T = op->in_shape.c, in = (double)hp_shape_size(op->in_shape),
                  out = (double)hp_shape_size(op->out_shape);
@@ -308,6 +313,7 @@ static void seq_cost(const struct hp_op *op, struct hp_unit_cost *c, double *mac
     case HP_OP_EMBED:
         *fwd = out;
         *bwd = 2.0 * out;
+        *extra = 2.0 * out;
         break;
     case HP_OP_LAYERNORM:
         *fwd = 8.0 * in;
@@ -321,9 +327,9 @@ static void seq_cost(const struct hp_op *op, struct hp_unit_cost *c, double *mac
     case HP_OP_ATTENTION: {
         const size_t ws = (size_t)op->in_shape.c * (size_t)op->in_shape.c * sizeof(float);
         *macs = hp_op_macs(op);
-        *probs = (double)op->heads * T * T;
-        *fwd = 2.0 * *macs + 5.0 * *probs;
-        *bwd = 4.0 * *macs + 5.0 * *probs;
+        *extra = (double)op->heads * T * T;
+        *fwd = 2.0 * *macs + 5.0 * *extra;
+        *bwd = 4.0 * *macs + 5.0 * *extra;
         if (ws > c->workspace_bytes)
             c->workspace_bytes = ws;
         break;
@@ -343,7 +349,7 @@ static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
 {
     const double in = (double)hp_shape_size(op->in_shape),
                  out = (double)hp_shape_size(op->out_shape);
-    double macs = 0.0, fwd = 0.0, bwd = 0.0, fb, bb, probs = 0.0;
+    double macs = 0.0, fwd = 0.0, bwd = 0.0, fb, bb, extra = 0.0;
 
     switch (op->type) {
     case HP_OP_CONV:
@@ -382,12 +388,12 @@ static void op_cost(const struct hp_op *op, struct hp_unit_cost *c)
     case HP_OP_PLINEAR:
     case HP_OP_ATTENTION:
     case HP_OP_GELU:
-        seq_cost(op, c, &macs, &fwd, &bwd, &probs);
+        seq_cost(op, c, &macs, &fwd, &bwd, &extra);
         break;
     default:
         break;
     }
-    fb = 4.0 * (in + (op->type == HP_OP_ADD ? in : 0.0) + out + probs);
+    fb = 4.0 * (in + (op->type == HP_OP_ADD ? in : 0.0) + out + extra);
     bb = 2.0 * fb;
     c->fwd_macs += macs;
     c->fwd_flops += fwd;
@@ -400,7 +406,7 @@ static size_t seq_saves(const struct hp_op *op);
 
 int hp_unit_finish(struct hp_unit *u)
 {
-    size_t poff = 0, soff = 0;
+    size_t poff = 0, soff = 0, gathered = 0; /* an embedding's parameters (see seq_cost) */
 
     memset(&u->cost, 0, sizeof(u->cost));
     if (u->nops == 0) {
@@ -416,6 +422,7 @@ int hp_unit_finish(struct hp_unit *u)
         op->state_off = soff;
         poff += op->nparams;
         soff += op->nstate;
+        gathered += op->type == HP_OP_EMBED ? op->nparams : 0;
         op_cost(op, &u->cost);
     }
     {
@@ -452,8 +459,9 @@ int hp_unit_finish(struct hp_unit *u)
     u->nstate = soff;
     u->out = u->ops[u->nops - 1].out_shape;
     u->cost.param_bytes = poff * sizeof(float);
-    u->cost.fwd_bytes += (double)u->cost.param_bytes;
-    u->cost.bwd_bytes += 2.0 * (double)u->cost.param_bytes;
+    /* the weights read forward, read and their gradients written backward */
+    u->cost.fwd_bytes += (double)((poff - gathered) * sizeof(float));
+    u->cost.bwd_bytes += 2.0 * (double)((poff - gathered) * sizeof(float));
     u->cost.state_bytes = soff * sizeof(float);
     u->cost.out_bytes = hp_shape_size(u->out) * sizeof(float);
     return 0;
@@ -762,7 +770,18 @@ int hp_unit_build_head(struct hp_unit *u, int vocab, int tie_unit)
                        .tie_unit = tie_unit >= 0 ? tie_unit : 0};
     int t = add_seq(u, HP_OP_LAYERNORM, 0, 0, 0);
     t = t < 0 ? t : hp_unit_add_op(u, &op, t, -1);
-    return t < 0 ? t : hp_unit_finish(u);
+    t = t < 0 ? t : hp_unit_finish(u);
+    if (t < 0)
+        return t;
+    /* the loss, softmax cross-entropy over every logit (hp_net_loss_tokens), runs between
+     * the head's forward and backward on its stage: per logit a max, an exp and a sum, then
+     * the probability's exp, two subtractions and the scale of its gradient (8 FLOPs), over
+     * four passes (three reads, one write: 16 bytes); counted in the backward, so that a
+     * recomputing stage (which runs the forward again) does not count it twice */
+    const double logits = (double)hp_shape_size(u->out);
+    u->cost.bwd_flops += 8.0 * logits;
+    u->cost.bwd_bytes += 16.0 * logits;
+    return 0;
 }
 
 /* Lowest offset at which `size` bytes overlap none of the nc buffers (offset, size) given. */

@@ -166,7 +166,8 @@ int hp_op_param_tensors(const struct hp_op *op, size_t n[2], int decay[2]);
  *      [dropout]; t6 = x + t5; t7 = ln2(t6); t8 = plinear 4d (bias)(t7); t9 = gelu(t8);
  *      t10 = plinear d (bias)(t9); [dropout]; out = t6 + t11
  *  - head: ln_f, then plinear vocab (no bias): [T,1,d] -> logits [T,1,vocab]; tie_unit >= 0
- *    marks the weights as tied to that embed unit's token matrix (tie = 1), else -1. */
+ *    marks the weights as tied to that embed unit's token matrix (tie = 1), else -1. Its
+ *    backward cost includes the loss over its logits (the model's last unit: the loss follows). */
 int hp_unit_build_embed(struct hp_unit *u, int vocab, int width, float p);
 int hp_unit_build_block(struct hp_unit *u, int heads, float p);
 int hp_unit_build_head(struct hp_unit *u, int vocab, int tie_unit);

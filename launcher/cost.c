@@ -342,19 +342,34 @@ static uint32_t grad_region(const struct hp_cost *c, int r, int u0, int v)
     return c->grad_val[r][lo];
 }
 
-double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, int input_grad,
-                          int recompute)
+/* The activations and extras of [u0, u1) for nslots minibatches (with the work area when
+ * recomputing): one term of the net's memory, and no larger than the whole (see
+ * hp_cost_stage_fits). */
+static double acts_bytes(const struct hp_cost *c, int u0, int u1, int nslots, int recompute)
 {
     const double in = c->in_bytes[u0];
     const int v = u1 - 1;
-    const double acts =
-        recompute
-            ? nslots * (in + c->p_bound[u1] - c->p_bound[u0] + c->last_out[v]) + work_area(c, u0, v)
-            : nslots * (in + c->p_slot[u1] - c->p_slot[u0]);
+
+    return recompute ? nslots * (in + c->p_bound[u1] - c->p_bound[u0] + c->last_out[v]) +
+                           work_area(c, u0, v)
+                     : nslots * (in + c->p_slot[u1] - c->p_slot[u0]);
+}
+
+/* The net's memory given its activations' bytes (acts_bytes). */
+static double net_memory(const struct hp_cost *c, int u0, int u1, int input_grad, int recompute,
+                         double acts)
+{
+    const int v = u1 - 1;
 
     return fixed(c, u0, v) + acts                                        /* activations, extras */
            + (double)grad_region(c, recompute ? 1 : 0, u0, v) * HP_ALIGN /* activation grads */
-           + (input_grad ? in : 0.0);                                    /* the input's gradient */
+           + (input_grad ? c->in_bytes[u0] : 0.0);                       /* the input's gradient */
+}
+
+double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, int input_grad,
+                          int recompute)
+{
+    return net_memory(c, u0, u1, input_grad, recompute, acts_bytes(c, u0, u1, nslots, recompute));
 }
 
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
@@ -363,6 +378,20 @@ double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flig
     /* in_flight - 1 stashed versions of the weights (schedule.c) */
     return hp_cost_net_memory(c, u0, u1, in_flight, !first, recompute) +
            (in_flight - 1) * stash(c, u0, u1 - 1);
+}
+
+int hp_cost_stage_fits(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
+                       int recompute, double capacity)
+{
+    const double acts = acts_bytes(c, u0, u1, in_flight, recompute);
+
+    /* every other term is >= 0 and a rounded sum of terms >= 0 is no smaller than any of
+     * them: activations alone above the capacity decide it */
+    if (acts > capacity)
+        return 0;
+    return net_memory(c, u0, u1, !first, recompute, acts) +
+               (in_flight - 1) * stash(c, u0, u1 - 1) <=
+           capacity;
 }
 
 double hp_cost_recompute_s(const struct hp_cost *c, int type, int u0, int u1, int recompute)

@@ -99,6 +99,12 @@ double hp_cost_transfer(double bytes, double gbs, double lat_us);
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
                             int recompute);
 
+/* hp_cost_stage_memory(c, u0, u1, in_flight, first, recompute) <= capacity, the same
+ * comparison of the same bytes, but without the rest of the sum where the activations alone
+ * exceed the capacity (the planner's partitioner asks this most of all). */
+int hp_cost_stage_fits(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
+                       int recompute, double capacity);
+
 /* The extra seconds per minibatch of recomputation on `type`: the units' forward pass again
  * (0 when recompute is 0). */
 double hp_cost_recompute_s(const struct hp_cost *c, int type, int u0, int u1, int recompute);

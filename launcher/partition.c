@@ -65,7 +65,7 @@ int hp_partition_recompute(const struct hp_cost *c, int u0, int u1, int in_fligh
     case HP_RECOMPUTE_NEVER:
         return 0;
     default:
-        return hp_cost_stage_memory(c, u0, u1, in_flight, first, 0) > capacity;
+        return !hp_cost_stage_fits(c, u0, u1, in_flight, first, 0, capacity);
     }
 }
 
@@ -163,7 +163,7 @@ static int weigh(struct cell *x, int i)
         return 0;
     if (c->recompute == HP_RECOMPUTE_AUTO) {
         /* it fits as it is, or recomputes (and costs more) */
-        if (hp_cost_stage_memory(c, i, x->j, x->m, x->first, 0) <= x->cap)
+        if (hp_cost_stage_fits(c, i, x->j, x->m, x->first, 0, x->cap))
             goto keep;
         x->d->binding = 1;
         r = 1;
@@ -172,7 +172,7 @@ static int weigh(struct cell *x, int i)
         if (!(b < x->best || (b == x->best && i > x->cut)))
             return 0;
     }
-    if (hp_cost_stage_memory(c, i, x->j, x->m, x->first, r) > x->cap) {
+    if (!hp_cost_stage_fits(c, i, x->j, x->m, x->first, r, x->cap)) {
         x->d->binding = 1;
         return 1;
     }

@@ -126,14 +126,26 @@ int hp_job_load(const struct hp_options *o, const char *path, struct hp_job *job
     return hp_model_load(job->plan.model, &job->model);
 }
 
+/* A rate of samples per second as the model counts them: "12.5 images/s", or for a text
+ * model "3.1 samples/s (3174 tokens/s)" (samples of hp_model_positions tokens). */
+static void rate_text(const struct hp_model *m, double rate, char *buf, size_t n)
+{
+    if (hp_model_positions(m) > 1)
+        snprintf(buf, n, "%.1f samples/s (%.0f tokens/s)", rate, rate * hp_model_positions(m));
+    else
+        snprintf(buf, n, "%.1f images/s", rate);
+}
+
 static void print_vw(const struct hp_job *job, int v, FILE *f)
 {
     const struct hp_vw_plan *vw = &job->plan.vws[v];
     const struct hp_cluster *cl = &job->cl;
     const struct hp_model *m = job->model;
+    char rate[96];
 
-    fprintf(f, "\nVW %d: %d GPUs, Nm %d, %.1f images/s (slowest stage %.2f ms)\n", v, vw->nstages,
-            vw->nm, vw->rate, 1e3 * vw->bottleneck_s);
+    rate_text(m, vw->rate, rate, sizeof(rate));
+    fprintf(f, "\nVW %d: %d GPUs, Nm %d, %s (slowest stage %.2f ms)\n", v, vw->nstages, vw->nm,
+            rate, 1e3 * vw->bottleneck_s);
     fprintf(f, "  %-5s %-12s %-4s %-10s %-28s %10s %11s %16s  %s\n", "stage", "node", "gpu", "type",
             "units", "compute ms", "transfer ms", "memory GiB used/has", "recompute");
     for (int s = 0; s < vw->nstages; s++) {
@@ -180,8 +192,10 @@ void hp_job_print(const struct hp_job *job, FILE *f)
     } else {
         fprintf(f, "\nallreduce per minibatch: %.2f ms\n", 1e3 * p->allreduce_s);
     }
-    fprintf(f, "predicted: %.1f images/s for the job (%d virtual workers, %d ranks)\n", p->rate,
-            p->nvws, p->nranks);
+    char rate[96];
+    rate_text(job->model, p->rate, rate, sizeof(rate));
+    fprintf(f, "predicted: %s for the job (%d virtual workers, %d ranks)\n", rate, p->nvws,
+            p->nranks);
 }
 
 void hp_job_release(struct hp_job *job)

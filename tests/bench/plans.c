@@ -3,11 +3,14 @@
  * For ResNet-152 and VGG-19 at minibatch 32 on etc/clusters/paper.ini: every policy and
  * placement with Nm per VW and the predicted images/s, and the ratio to dp on the same 16
  * GPUs (dp leaves out the GPUs that cannot hold the model) and to dp on the 12 GPUs without
- * the RTX 2060 node. Then the time to plan paper.ini for ResNet-152 under auto (target
- * < 50 ms) and a synthetic 1024-GPU cluster of 8 types (target < 2 s); the planner's
- * wall-clock time under auto for every shipped model on clusters of 8 types shaped as
- * tests/clusters/big8x2048.ini at 256, 512, 1024 and 2048 GPUs, with the seconds per 1024
- * GPUs (target <= 1 s); and the time and peak resident set of planning a model of 4,096
+ * the RTX 2060 node. GPT-2, GPT-2 medium and GPT-2 XL at minibatch 8 (of 1024 tokens) under
+ * AdamW on paper.ini and six-types.ini: dp (under SGD for reference where no GPU holds AdamW's
+ * moments), then every policy and placement, each plan's VWs with which GPU holds which
+ * units, Nm, recomputation, and tokens/s against dp's. Then the time to plan paper.ini for
+ * ResNet-152 under auto (target < 50 ms) and a synthetic 1024-GPU cluster of 8 types (target < 2
+ * s); the planner's wall-clock time under auto for every shipped model (etc/models) on clusters of
+ * 8 types shaped as tests/clusters/big8x2048.ini at 256, 512, 1024 and 2048 GPUs, with the seconds
+ * per 1024 GPUs (target <= 1 s); and the time and peak resident set of planning a model of 4,096
  * one-op units (the model loader's limit) on etc/clusters/demo.ini (target: seconds, under
  * 200 MB). Figures only: nothing here is asserted.
  */
@@ -29,7 +32,7 @@
 static int plan(const struct hp_cost *c, const struct hp_cluster *cl, enum hp_policy pol,
                 enum hp_placement pl, struct hp_plan *p)
 {
-    struct hp_options o = {.policy = pol, .placement = pl, .batch = 32};
+    struct hp_options o = {.policy = pol, .placement = pl, .batch = c->batch};
 
     hp_log_set_quiet(1);
     int rc = hp_plan_compute(c, cl, &o, p);
@@ -83,14 +86,143 @@ static void gpus_used(const struct hp_plan *p, const struct hp_cluster *cl,
 }
 
 static void print_dp(const char *what, const struct hp_plan *p, const struct hp_cluster *cl,
-                     const struct hp_gpudb *db)
+                     const struct hp_gpudb *db, const char *per)
 {
     char used[512];
     int nrc;
 
     gpus_used(p, cl, db, used, sizeof(used), &nrc);
-    printf("  %-38s %2d GPUs, %6.1f images/s (allreduce %5.1f ms): %s\n", what, p->nvws, p->rate,
+    printf("  %-38s %2d GPUs, %6.1f %s/s (allreduce %5.1f ms): %s\n", what, p->nvws, p->rate, per,
            1e3 * p->allreduce_s, used);
+}
+
+/* The minibatch a model is planned at here: 8 sequences for a text model of a long context
+ * (8 x 1024 tokens for GPT-2), 32 samples for the others (gpt-tiny's 64 tokens included). */
+static int model_batch(const struct hp_model *m)
+{
+    return hp_model_positions(m) >= 256 ? 8 : 32;
+}
+
+/* One VW's stages on a line: GPU (type, node and index) and the units it holds, R where it
+ * recomputes: "p4000 node4/0: embed..block.2 R | ...". */
+static void print_vw(const struct hp_vw_plan *vw, const struct hp_model *m,
+                     const struct hp_cluster *cl, const struct hp_gpudb *db)
+{
+    printf("      Nm %d:", vw->nm);
+    for (int s = 0; s < vw->nstages; s++) {
+        const struct hp_stage_plan *st = &vw->stages[s];
+        const struct hp_gpu *g = &cl->gpus[st->gpu];
+        printf("%s %s %s/%d: %s..%s%s", s ? " |" : "", db->types[g->type].name,
+               cl->nodes[g->node].name, g->index, m->units[st->u0].name, m->units[st->u1 - 1].name,
+               st->recompute ? " R" : "");
+    }
+    printf("\n");
+}
+
+/* A plan's VWs, grouping the VWs whose stages hold the same units on the same GPU types with
+ * the same recomputation and Nm ("2 VWs like this"). */
+static void print_vws(const struct hp_plan *p, const struct hp_model *m,
+                      const struct hp_cluster *cl, const struct hp_gpudb *db)
+{
+    for (int v = 0; v < p->nvws; v++) {
+        int same = 0, first = 1;
+        for (int w = 0; w < p->nvws && first; w++) {
+            const struct hp_vw_plan *a = &p->vws[v], *b = &p->vws[w];
+            int eq = a->nstages == b->nstages && a->nm == b->nm;
+            for (int s = 0; s < a->nstages && eq; s++)
+                eq = a->stages[s].u0 == b->stages[s].u0 && a->stages[s].u1 == b->stages[s].u1 &&
+                     a->stages[s].recompute == b->stages[s].recompute &&
+                     cl->gpus[a->stages[s].gpu].type == cl->gpus[b->stages[s].gpu].type;
+            if (eq && w < v)
+                first = 0;
+            same += eq;
+        }
+        if (!first)
+            continue;
+        printf("    VW %d%s, %.2f samples/s each:\n", v, same > 1 ? " and the VWs like it" : "",
+               p->vws[v].rate);
+        if (same > 1)
+            printf("      (%d VWs on GPUs of these types; VW %d's GPUs shown)\n", same, v);
+        print_vw(&p->vws[v], m, cl, db);
+    }
+}
+
+/* GPT-2, -medium and -XL at minibatch 8 of 1024 tokens under AdamW on paper.ini and
+ * six-types.ini: dp (recomputation where needed), then every policy under both placements,
+ * each with its VWs, which GPUs hold which units, Nm, recomputation, and tokens/s
+ * (samples/s x 1024) against dp's. */
+static int gpt_plans(const struct hp_gpudb *db)
+{
+    static const char *const models[] = {"gpt2", "gpt2-medium", "gpt2-xl"};
+    static const char *const clusters[] = {"etc/clusters/paper.ini", "etc/clusters/six-types.ini"};
+    static const enum hp_policy pols[] = {HP_POLICY_NP, HP_POLICY_ED, HP_POLICY_HD, HP_POLICY_AUTO};
+
+    for (int ci = 0; ci < 2; ci++) {
+        struct hp_cluster cl;
+        if (hp_cluster_load(clusters[ci], db, &cl))
+            return 1;
+        for (int mi = 0; mi < 3; mi++) {
+            struct hp_model *m;
+            struct hp_cost c;
+            struct hp_plan dp;
+            if (hp_model_load(models[mi], &m) || hp_cost_init(&c, m, db, model_batch(m)))
+                return 1;
+            c.optimizer = HP_OPTIMIZER_ADAMW;
+            const double T = hp_model_positions(m);
+            printf("\n%s (%zu parameters), minibatch %d x %.0f tokens, AdamW, %s (%d GPUs)\n",
+                   m->name, m->nparams - m->ntied, c.batch, T, clusters[ci], cl.ngpus);
+            const int okdp = plan(&c, &cl, HP_POLICY_DP, HP_PLACEMENT_DEFAULT, &dp) == 0;
+            if (okdp) {
+                print_dp("dp, recomputation where needed:", &dp, &cl, db, "samples");
+            } else {
+                /* no GPU holds the parameters and AdamW's two moments: dp under SGD (one
+                 * moment) for reference */
+                struct hp_plan sgd;
+                c.optimizer = HP_OPTIMIZER_SGD;
+                printf("  dp: does not fit (no GPU holds the whole model and AdamW's moments)\n");
+                if (!plan(&c, &cl, HP_POLICY_DP, HP_PLACEMENT_DEFAULT, &sgd)) {
+                    print_dp("dp under SGD instead, for reference:", &sgd, &cl, db, "samples");
+                    printf("  %-38s %.0f tokens/s\n", "", sgd.rate * T);
+                    hp_plan_release(&sgd);
+                }
+                c.optimizer = HP_OPTIMIZER_ADAMW;
+            }
+            for (size_t k = 0; k < sizeof(pols) / sizeof(pols[0]); k++)
+                for (int pl = HP_PLACEMENT_DEFAULT; pl <= HP_PLACEMENT_LOCAL; pl++) {
+                    struct hp_plan p;
+                    if (plan(&c, &cl, pols[k], (enum hp_placement)pl, &p)) {
+                        printf("  %s %s: does not fit\n", hp_policy_name(pols[k]),
+                               hp_placement_name((enum hp_placement)pl));
+                        continue;
+                    }
+                    int nst = 0, nrc = 0;
+                    for (int v = 0; v < p.nvws; v++)
+                        for (int s = 0; s < p.vws[v].nstages; s++) {
+                            nst++;
+                            nrc += p.vws[v].stages[s].recompute;
+                        }
+                    printf("  %s %s%s%s: %d VWs, %.2f samples/s = %.0f tokens/s",
+                           hp_policy_name(pols[k]), hp_placement_name((enum hp_placement)pl),
+                           pols[k] == HP_POLICY_AUTO ? " -> " : "",
+                           pols[k] != HP_POLICY_AUTO      ? ""
+                           : p.grouping == HP_POLICY_AUTO ? "snake"
+                                                          : hp_policy_name(p.grouping),
+                           p.nvws, p.rate, p.rate * T);
+                    if (okdp)
+                        printf(" (dp %.0f tokens/s: %.2fx)", dp.rate * T, p.rate / dp.rate);
+                    printf(", %d of %d stages recompute, network %.0f MB/wave\n", nrc, nst,
+                           p.wave_bytes[pl] / 1e6);
+                    print_vws(&p, m, &cl, db);
+                    hp_plan_release(&p);
+                }
+            if (okdp)
+                hp_plan_release(&dp);
+            hp_cost_release(&c);
+            hp_model_destroy(m);
+        }
+        hp_cluster_release(&cl);
+    }
+    return 0;
 }
 
 /* The shape of tests/clusters/big8x2048.ini at `gpus` GPUs (a multiple of 256): 3/4 of the
@@ -116,33 +248,48 @@ static int make_big(const struct hp_gpudb *db, int gpus, struct hp_cluster *out)
     return rc;
 }
 
+/* CPU seconds of the calling thread. */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Planner time under auto per shipped model and cluster size, and per 1024 GPUs. */
 static int speed_sizes(const struct hp_gpudb *db)
 {
-    static const char *const models[] = {"cnn", "mlp", "vgg19", "resnet152"};
+    static const char *const models[] = {"cnn",      "mlp",  "vgg19",       "resnet152",
+                                         "gpt-tiny", "gpt2", "gpt2-medium", "gpt2-xl"};
     static const int sizes[] = {256, 512, 1024, 2048};
+    const int nmodels = (int)(sizeof(models) / sizeof(models[0]));
 
-    printf("\nspeed: auto on clusters shaped as tests/clusters/big8x2048.ini (8 types), "
-           "seconds (per 1024 GPUs; target <= 1 s)\n  %-10s",
+    printf("\nspeed: auto on clusters shaped as tests/clusters/big8x2048.ini (8 types): wall "
+           "and the planning thread's CPU seconds (CPU per 1024 GPUs; target <= 1 s: on a "
+           "shared machine the wall time is inflated by the others' load); GPT models at "
+           "minibatch 8 under AdamW, the others at 32\n  %-11s",
            "model");
     for (int k = 0; k < 4; k++)
-        printf(" %17d", sizes[k]);
+        printf(" %21d", sizes[k]);
     printf("\n");
-    for (int mi = 0; mi < 4; mi++) {
+    for (int mi = 0; mi < nmodels; mi++) {
         struct hp_model *m;
         struct hp_cost c;
-        if (hp_model_load(models[mi], &m) || hp_cost_init(&c, m, db, 32))
+        if (hp_model_load(models[mi], &m) || hp_cost_init(&c, m, db, model_batch(m)))
             return 1;
-        printf("  %-10s", models[mi]);
+        if (m->positions > 1)
+            c.optimizer = HP_OPTIMIZER_ADAMW;
+        printf("  %-11s", models[mi]);
         for (int k = 0; k < 4; k++) {
             struct hp_cluster cl;
             struct hp_plan p;
             if (make_big(db, sizes[k], &cl))
                 return 1;
-            const double t0 = hp_now_s();
+            const double t0 = hp_now_s(), c0 = thread_cpu_s();
             const int rc = plan(&c, &cl, HP_POLICY_AUTO, HP_PLACEMENT_DEFAULT, &p);
-            const double dt = hp_now_s() - t0;
-            printf(" %7.3f (%6.3f)%s", dt, dt * 1024.0 / sizes[k], rc ? "!" : " ");
+            const double dt = hp_now_s() - t0, dc = thread_cpu_s() - c0;
+            printf(" %6.3f %6.3f (%5.3f)%s", dt, dc, dc * 1024.0 / sizes[k], rc ? "!" : " ");
             if (!rc)
                 hp_plan_release(&p);
             hp_cluster_release(&cl);
@@ -221,11 +368,11 @@ int main(void)
             "\n%s, minibatch 32, paper.ini (16 GPUs: 4 titanv, 4 titanrtx, 4 rtx2060, 4 p4000)\n",
             m->name);
         if (okn)
-            print_dp("dp, no recomputation, on 16:", &dpnever, &paper, &db);
+            print_dp("dp, no recomputation, on 16:", &dpnever, &paper, &db, "images");
         if (ok16)
-            print_dp("dp(16), recomputation where needed:", &dp16, &paper, &db);
+            print_dp("dp(16), recomputation where needed:", &dp16, &paper, &db, "images");
         if (ok12)
-            print_dp("dp(12), the 12 without rtx2060:", &dp12, &twelve, &db);
+            print_dp("dp(12), the 12 without rtx2060:", &dp12, &twelve, &db, "images");
         printf("  %-6s %-9s %-16s %10s %10s %10s %12s %10s\n", "policy", "placement", "Nm per VW",
                "images/s", "vs dp(16)", "vs dp(12)", "net MB/wave", "recompute");
         /* the policies by name: the enum begins with auto, so no range of it lists them */
@@ -316,7 +463,7 @@ int main(void)
         hp_cost_release(&c);
         hp_model_destroy(m);
     }
-    if (speed_sizes(&db))
+    if (gpt_plans(&db) || speed_sizes(&db))
         return 1;
     hp_cluster_release(&paper);
     hp_cluster_release(&twelve);

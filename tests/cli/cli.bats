@@ -140,6 +140,21 @@ torch_py() {
     [ "$a" = "$b" ]
 }
 
+@test "gpt-tiny trained with --recompute always ends with the parameters of --recompute never" {
+    # blocks are recomputed whole (attention probabilities, layer norm saves) from the kept
+    # segment outputs: the same floats, so AdamW's steps and the clipping norm are the same
+    local h=()
+    for r in never always; do
+        run "$HETPIPE" train --threads 1 --model gpt-tiny --epochs 1 --train-limit 64 \
+            --test-limit 32 --batch 16 --optimizer adamw --lr 0.002 --weight-decay 0.1 \
+            --clip 0.5 --log-every 0 --recompute "$r"
+        [ "$status" -eq 0 ]
+        h+=("$(echo "$output" | grep -o 'parameter hash [0-9a-f]*')")
+    done
+    [ -n "${h[0]}" ]
+    [ "${h[0]}" = "${h[1]}" ]
+}
+
 @test "--device cuda without a GPU fails clearly, auto falls back to the CPU" {
     if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
         skip "a GPU is present"
@@ -215,6 +230,18 @@ torch_py() {
     [[ "$output" == *"model vgg19, batch 1"* ]]
 }
 
+@test "hetpipe plan of a text model gives its rates in samples and tokens (1024 per sample)" {
+    run "$HETPIPE" plan --cluster etc/clusters/paper.ini --model gpt2-xl --batch 8 \
+        --out "$TMP/gpt.ini"
+    [ "$status" -eq 0 ]
+    line=$(echo "$output" | grep '^predicted:')
+    [[ "$line" == *" samples/s ("*" tokens/s) for the job"* ]]
+    samples=$(echo "$line" | sed 's/^predicted: \([0-9.]*\) samples.*/\1/')
+    tokens=$(echo "$line" | sed 's/.*(\([0-9]*\) tokens.*/\1/')
+    # tokens = samples x 1024, up to the one decimal printed
+    awk -v s="$samples" -v t="$tokens" 'BEGIN { d = t - s * 1024; exit !(d < 52 && d > -52) }'
+}
+
 @test "hetpipe plan prints the table and writes a plan file (mode 0600)" {
     run "$HETPIPE" plan --cluster etc/clusters/paper.ini --model vgg19 --policy ed \
         --placement local --staleness 2 --batch 32 --out "$TMP/plan.ini"
@@ -246,15 +273,17 @@ plan_models() {
 }
 
 @test "hetpipe plan gives the plans it gave before the planner was made fast" {
-    # the plan file (but its token and model path) of each, as the planner of commit de4cf50
-    # wrote it (the search over unit ranges and orders, and every table over unit ranges)
+    # the plan file (but its token, its model path and its optimizer line, which came later)
+    # of each, as the planner of commit de4cf50 wrote it (the search over unit ranges and
+    # orders, and every table over unit ranges)
     plan_models
     while read -r want model cluster policy recompute placement; do
         case $model in relu200 | mix300) model=$TMP/$model.ini ;; esac
         run "$HETPIPE" plan --cluster "$cluster" --model "$model" --policy "$policy" \
             --recompute "$recompute" --placement "$placement" --quiet --out "$TMP/p.ini"
         [ "$status" -eq 0 ]
-        got=$(sed '/^token = /d; /^model = /d' "$TMP/p.ini" | sha256sum | cut -c1-16)
+        got=$(sed '/^token = /d; /^model = /d; /^optimizer = /d' "$TMP/p.ini" | sha256sum |
+            cut -c1-16)
         echo "$model $cluster $policy $recompute $placement: $got (want $want)"
         [ "$got" = "$want" ]
     done <<'EOF'

@@ -402,6 +402,87 @@ START_TEST(net_recompute_and_tie)
 }
 END_TEST
 
+/* gpt-tiny's gradients with recomputation (hetpipe's --recompute always) are those without,
+ * bit for bit, at every split tried: the whole model (forward, the token loss, backward), a
+ * first stage (embed and blocks), a middle stage of blocks and a last one (block and head),
+ * the stages after the first with their input gradient; slot 1 of 2 slots, so that the kept
+ * outputs and the work area are indexed by slot. A block is one unit of 12 ops: its
+ * recomputed forward makes its attention probabilities and layer norm saves again. The
+ * recomputing net keeps fewer bytes of activations, else nothing was recomputed. */
+START_TEST(tiny_recompute_bit_for_bit)
+{
+    enum { B = 2, TT = 64, W = 128 };
+    static const int splits[][2] = {{0, 6}, {0, 3}, {2, 5}, {4, 6}};
+    struct hp_model *m = NULL;
+    struct hp_backend *be;
+    int32_t labels[B * TT];
+
+    ck_assert_int_eq(hp_model_load("gpt-tiny", &m), 0);
+    ck_assert_int_eq(m->nunits, 6);
+    ck_assert_int_eq(hp_model_positions(m), TT);
+    ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
+    for (int i = 0; i < B * TT; i++)
+        labels[i] = (int32_t)(hp_rng_u64(21, (uint64_t)i) % 256);
+    for (size_t k = 0; k < sizeof(splits) / sizeof(splits[0]); k++) {
+        const int u0 = splits[k][0], u1 = splits[k][1];
+        float *grads[2] = {NULL, NULL}, *gin[2] = {NULL, NULL};
+        size_t acts[2];
+        size_t np = 0, nin = (size_t)B * hp_shape_size(m->units[u0].in);
+        for (int rc = 0; rc < 2; rc++) {
+            const struct hp_net_config cfg = {B, 2, u0 > 0, rc, HP_OPTIMIZER_ADAMW};
+            struct hp_net *net;
+            struct hp_net_memory mem;
+            ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
+            ck_assert_int_eq(hp_net_init_params(net, 4), 0);
+            hp_net_memory(net, &mem);
+            acts[rc] = mem.activations;
+            np = hp_net_nparams(net);
+            float *in = hp_net_input(net, 1);
+            for (size_t i = 0; i < nin; i++)
+                in[i] = u0 == 0 ? (float)(hp_rng_u64(22, i) % 256)
+                                : (2.0f * hp_rng_uniform(22, i) - 1.0f);
+            ck_assert_int_eq(hp_net_forward(net, 1, 1, 8), 0);
+            if (u1 == m->nunits) {
+                double sum;
+                int correct;
+                ck_assert_int_eq(hp_net_loss_tokens(net, 1, labels, B, 1, &sum, &correct), 0);
+                ck_assert(sum > 0.0);
+            } else {
+                float *dy = hp_net_output_grad(net);
+                for (size_t i = 0; i < (size_t)B * TT * W; i++)
+                    dy[i] = 1e-3f * (2.0f * hp_rng_uniform(23, i) - 1.0f);
+            }
+            ck_assert_int_eq(hp_net_backward(net, 1), 0);
+            grads[rc] = malloc(np * sizeof(float));
+            memcpy(grads[rc], hp_net_grads(net), np * sizeof(float));
+            if (u0 > 0) {
+                gin[rc] = malloc(nin * sizeof(float));
+                memcpy(gin[rc], hp_net_input_grad(net), nin * sizeof(float));
+            }
+            hp_net_destroy(net);
+        }
+        size_t nonzero = 0;
+        for (size_t i = 0; i < np; i++)
+            nonzero += grads[0][i] != 0.0f;
+        ck_assert_msg(nonzero > np / 2, "[%d, %d): %zu of %zu gradients nonzero", u0, u1, nonzero,
+                      np);
+        ck_assert_msg(memcmp(grads[0], grads[1], np * sizeof(float)) == 0,
+                      "[%d, %d): gradients differ with recomputation", u0, u1);
+        if (u0 > 0)
+            ck_assert_mem_eq(gin[0], gin[1], nin * sizeof(float));
+        ck_assert_msg(acts[1] < acts[0],
+                      "[%d, %d): activations %zu with recomputation, %zu without", u0, u1, acts[1],
+                      acts[0]);
+        for (int rc = 0; rc < 2; rc++) {
+            free(grads[rc]);
+            free(gin[rc]);
+        }
+    }
+    hp_model_destroy(m);
+    hp_backend_destroy(be);
+}
+END_TEST
+
 /* The per-position loss against the formula; refusals of bad labels. */
 START_TEST(token_loss)
 {
@@ -456,60 +537,74 @@ END_TEST
 
 /* ---- the planner -------------------------------------------------------------------------- */
 
-/* The planner's memory of a net is the runtime's allocation to the byte: every unit range of
- * gpt-tiny and of the micro GPT (dropout: masks), batches 1, 3 and 8, slots, input
- * gradients, recomputation; real nets for batch <= 3. */
+/* GPT-2 (124 M) at a context of 16 (with dropout): its units' shapes but for T. */
+static const char gpt2_short[] = "[model]\ndataset = text\ninput = 16x1x1\nclasses = 50257\n"
+                                 "[embed]\ntype = embed\nwidth = 768\ndropout = 0.1\n"
+                                 "[block]\ntype = block\nheads = 12\nrepeat = 12\n"
+                                 "dropout = 0.1\n[head]\ntype = head\ntie = true\n";
+
+/* The planner's memory of a net is the runtime's allocation to the byte: every unit range (so
+ * every stage of every split) of gpt-tiny, of the micro GPT (dropout: masks) and of GPT-2 at
+ * a short context, batches 1, 3 and 8, slots and input gradients varied, each with and
+ * without recomputation, under SGD and AdamW (its second moment); real nets of the two small
+ * models for batch <= 3 (GPT-2's would take gigabytes). */
 START_TEST(memory_matches_runtime)
 {
     static const int batches[] = {1, 3, 8};
     struct hp_gpu_type type = {.tflops = 10.0, .bandwidth_gbs = 500.0, .memory_gib = 16.0};
     struct hp_gpudb db = {.types = &type, .ntypes = 1, .efficiency = 0.5};
     struct hp_backend *be;
-    long checked = 0;
+    long checked = 0, real_nets = 0;
 
     snprintf(type.name, sizeof(type.name), "x");
     ck_assert_int_eq(hp_backend_cpu_create(&be), 0);
-    for (int mi = 0; mi < 2; mi++) {
+    for (int mi = 0; mi < 3; mi++) {
         struct hp_model *m = NULL;
         if (mi == 0)
             ck_assert_int_eq(hp_model_load("gpt-tiny", &m), 0);
         else
-            m = load_text(micro);
+            m = load_text(mi == 1 ? micro : gpt2_short);
         for (size_t bi = 0; bi < sizeof(batches) / sizeof(batches[0]); bi++) {
             struct hp_cost c;
             ck_assert_int_eq(hp_cost_init(&c, m, &db, batches[bi]), 0);
             for (int u0 = 0; u0 < m->nunits; u0++)
-                for (int u1 = u0 + 1; u1 <= m->nunits; u1++) {
-                    const int nslots = 1 + (u0 + u1) % 3, ig = (u0 * 7 + u1) % 2;
-                    const int rc = (u0 + 3 * u1 + (int)bi) % 2;
-                    const struct hp_net_config cfg = {batches[bi], nslots, ig, rc, HP_OPTIMIZER_SGD};
-                    struct hp_net_memory mem, real;
-                    struct hp_net *net;
-                    ck_assert_int_eq(hp_net_plan_memory(be, m, u0, u1, &cfg, &mem), 0);
-                    ck_assert_msg(
-                        (double)mem.total == hp_cost_net_memory(&c, u0, u1, nslots, ig, rc),
-                        "%s [%d, %d) batch %d: runtime %zu, planner %.0f", m->name, u0, u1,
-                        batches[bi], mem.total, hp_cost_net_memory(&c, u0, u1, nslots, ig, rc));
-                    if (batches[bi] <= 3) {
-                        ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
-                        hp_net_memory(net, &real);
-                        ck_assert_int_eq(real.total, mem.total);
-                        hp_net_destroy(net);
+                for (int u1 = u0 + 1; u1 <= m->nunits; u1++)
+                    for (int k = 0; k < 4; k++) {
+                        const int nslots = 1 + (u0 + u1) % 3, ig = (u0 * 7 + u1) % 2, rc = k % 2;
+                        const int opt = k < 2 ? HP_OPTIMIZER_SGD : HP_OPTIMIZER_ADAMW;
+                        const struct hp_net_config cfg = {batches[bi], nslots, ig, rc, opt};
+                        struct hp_net_memory mem, real;
+                        struct hp_net *net;
+                        ck_assert_int_eq(hp_net_plan_memory(be, m, u0, u1, &cfg, &mem), 0);
+                        c.optimizer = opt;
+                        const double want = hp_cost_net_memory(&c, u0, u1, nslots, ig, rc);
+                        ck_assert_msg((double)mem.total == want,
+                                      "%s [%d, %d) batch %d recompute %d optimizer %d: runtime "
+                                      "%zu, planner %.0f",
+                                      m->name, u0, u1, batches[bi], rc, opt, mem.total, want);
+                        ck_assert_uint_eq(mem.moment2, opt == HP_OPTIMIZER_ADAMW ? mem.params : 0);
+                        if (batches[bi] <= 3 && mi < 2) {
+                            ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
+                            hp_net_memory(net, &real);
+                            ck_assert_int_eq(real.total, mem.total);
+                            hp_net_destroy(net);
+                            real_nets++;
+                        }
+                        checked++;
                     }
-                    checked++;
-                }
             hp_cost_release(&c);
         }
         hp_model_destroy(m);
     }
-    ck_assert_int_eq(checked, 3 * (21 + 10)); /* 6 and 4 units */
+    ck_assert_int_eq(checked, 3 * 4 * (21 + 10 + 105)); /* 6, 4 and 14 units */
+    ck_assert_int_eq(real_nets, 2 * 4 * (21 + 10));
     hp_backend_destroy(be);
 }
 END_TEST
 
 /* GPT-2's sizes: 124,439,808 parameters (+ the tied copy, 50257 x 768), and the FLOPs of a
  * block: 12 T d^2 MACs of the four linear layers and 2 T^2 d of attention; the T x T
- * probabilities kept per head. */
+ * probabilities kept per head; the head's projection and loss; the embedding's gather. */
 START_TEST(gpt2_sizes)
 {
     static const char *const names[] = {"gpt2", "gpt2-medium", "gpt2-xl"};
@@ -536,7 +631,18 @@ START_TEST(gpt2_sizes)
                                                    5.0 * probs + 56.0 * t * d + 2.0 * t * d);
         ck_assert_uint_eq(b->cost.workspace_bytes, 1024 * 1024 * sizeof(float));
         ck_assert_uint_ge(b->cost.saved_bytes, (size_t)heads[i] * 1024 * 1024 * sizeof(float));
-        ck_assert_double_eq(m->units[m->nunits - 1].cost.fwd_macs, t * d * 50257);
+        const struct hp_unit *e = &m->units[0], *h = &m->units[m->nunits - 1];
+        const double v = 50257;
+        ck_assert_double_eq(h->cost.fwd_macs, t * d * v);
+        /* the head: ln_f (8 and 11 per value), the projection, and the loss in its backward
+         * (8 per logit) */
+        ck_assert_double_eq(h->cost.fwd_flops, 8.0 * t * d + 2.0 * t * d * v);
+        ck_assert_double_eq(h->cost.bwd_flops, 11.0 * t * d + 4.0 * t * d * v + 8.0 * t * v);
+        /* the embedding's traffic: the ids, its output and the 2 T rows gathered, never its
+         * vocab x d matrix; backward twice that */
+        ck_assert_double_eq(e->cost.fwd_bytes, 4.0 * (t + 3.0 * t * d));
+        ck_assert_double_eq(e->cost.bwd_bytes, 8.0 * (t + 3.0 * t * d));
+        ck_assert_double_eq(e->cost.param_bytes, 4.0 * (v + t) * d);
         hp_model_destroy(m);
     }
 }
@@ -599,6 +705,7 @@ Suite *suite_gpt(void)
     tcase_add_test(t, embed_op);
     tcase_add_test(t, net_finite_differences);
     tcase_add_test(t, net_recompute_and_tie);
+    tcase_add_test(t, tiny_recompute_bit_for_bit);
     tcase_add_test(t, token_loss);
     tcase_add_test(t, memory_matches_runtime);
     tcase_add_test(t, gpt2_sizes);

@@ -313,8 +313,19 @@ START_TEST(memory_matches_runtime)
                         m->name, u0, u1, batches[bi], nslots, ig, rc, mem.total,
                         hp_cost_net_memory(&c, u0, u1, nslots, ig, rc));
                     /* the stage adds nslots - 1 stashed parameter versions */
-                    ck_assert_double_eq(hp_cost_stage_memory(&c, u0, u1, nslots, !ig, rc),
-                                        (double)mem.total + (nslots - 1) * (double)mem.params);
+                    const double st = hp_cost_stage_memory(&c, u0, u1, nslots, !ig, rc);
+                    ck_assert_double_eq(st, (double)mem.total + (nslots - 1) * (double)mem.params);
+                    /* the partitioner's test is this comparison, at the boundary and where
+                     * the activations alone exceed the capacity (its shortcut) or not */
+                    const double caps[] = {st,
+                                           nextafter(st, 0.0),
+                                           nextafter(st, 1e300),
+                                           (double)mem.activations,
+                                           0.5 * st,
+                                           0.0};
+                    for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++)
+                        ck_assert_int_eq(hp_cost_stage_fits(&c, u0, u1, nslots, !ig, rc, caps[k]),
+                                         st <= caps[k]);
                     if (small && batches[bi] <= 3) {
                         struct hp_net *net;
                         ck_assert_int_eq(hp_net_create(be, m, u0, u1, &cfg, &net), 0);
