@@ -31,7 +31,8 @@ static int bench_setup(const struct hp_options *o, struct bench *b)
     const struct hp_net_config cfg = {.batch = (int)o->batch,
                                       .nslots = 1,
                                       .need_input_grad = 0,
-                                      .recompute = o->recompute == HP_RECOMPUTE_ALWAYS};
+                                      .recompute = o->recompute == HP_RECOMPUTE_ALWAYS,
+                                      .optimizer = (int)o->optimizer};
     float *himg;
     int rc;
 
@@ -96,8 +97,11 @@ static int run_steps(const struct hp_options *o, struct bench *b, struct hp_net_
                                  : hp_net_loss(b->net, 0, b->hlab, (int)o->batch, 1, &l, &cc);
         if (!rc)
             rc = hp_net_backward(b->net, 0);
+        const struct hp_adamw_desc ad = {
+            .lr = 0.001f, .wd = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .step = s + 1};
         if (!rc)
-            rc = hp_net_sgd(b->net, 0.001f, 0.9f, 0.0f);
+            rc = o->optimizer == HP_OPTIMIZER_ADAMW ? hp_net_adamw(b->net, &ad)
+                                                    : hp_net_sgd(b->net, 0.001f, 0.9f, 0.0f);
     }
     if (!rc)
         rc = b->be->ops->sync(b->be);
