@@ -2,9 +2,8 @@
 """PyTorch as a second implementation of a GPT's training step: reads what
 build/tests/gpt_ref wrote into DIR (the model's sizes, hetpipe's initial parameters, the
 token ids and labels, and hetpipe's logits, mean loss and gradients), builds the same GPT-2
-style model in PyTorch (float64, so that it is the reference: pre-norm blocks, causal
-attention written out, GELU tanh, layer norm eps 1e-5, a head without bias whose weights are
-their own copy of the token matrix), loads the parameters in hetpipe's layout and compares.
+style model in PyTorch (gpt_torch.py here; float64, so that it is the reference; the head's
+weights their own copy of the token matrix), loads the parameters in hetpipe's layout and compares.
 Tolerances (hetpipe computes in float32; measured on gpt-tiny: logits 6e-7, gradients 1.1e-6
 of their tensor's largest): logits within 1e-5 + 1e-5 relative, the loss within 1e-6
 relative, every gradient within 1e-5 of the largest of its tensor. Also checks
@@ -36,6 +35,8 @@ import sys
 import numpy as np
 import torch
 
+import gpt_torch
+
 d = sys.argv[1]
 B, T, V, C, L, H, tie = (int(x) for x in open(d + "/meta.txt").read().split())
 params = np.fromfile(d + "/params.bin", dtype=np.float32).astype(np.float64)
@@ -45,55 +46,19 @@ lab = torch.from_numpy(np.fromfile(d + "/labels.bin", dtype=np.int32).astype(np.
 logits_hp = np.fromfile(d + "/logits.bin", dtype=np.float32).reshape(B, T, V)
 loss_hp = float(open(d + "/loss.txt").read())
 
-# hetpipe's layout: embed (wte [V, C], wpe [T, C]); per block ln1 (g, b), qkv (W [3C, C], b),
-# proj (W [C, C], b), ln2 (g, b), fc (W [4C, C], b), fc2 (W [C, 4C], b); head ln_f (g, b), W [V, C]
-shapes = [("wte", (V, C)), ("wpe", (T, C))]
-for i in range(L):
-    shapes += [(f"h{i}.ln1.g", (C,)), (f"h{i}.ln1.b", (C,)), (f"h{i}.qkv.w", (3 * C, C)),
-               (f"h{i}.qkv.b", (3 * C,)), (f"h{i}.proj.w", (C, C)), (f"h{i}.proj.b", (C,)),
-               (f"h{i}.ln2.g", (C,)), (f"h{i}.ln2.b", (C,)), (f"h{i}.fc.w", (4 * C, C)),
-               (f"h{i}.fc.b", (4 * C,)), (f"h{i}.fc2.w", (C, 4 * C)), (f"h{i}.fc2.b", (C,))]
-shapes += [("lnf.g", (C,)), ("lnf.b", (C,)), ("head.w", (V, C))]
-total = sum(math.prod(s) for _, s in shapes)
-if total != params.size or total != grads.size:
-    sys.exit(f"gpt_equiv: {params.size} parameters in the file, the layout has {total}")
+shapes = gpt_torch.layout(V, T, C, L)
+if grads.size != params.size:
+    sys.exit(f"gpt_equiv: {params.size} parameters, {grads.size} gradients")
 torch.set_default_dtype(torch.float64)
-P, G, off = {}, {}, 0
+P = gpt_torch.load(params, shapes, False)
+G, off = {}, 0
 for name, s in shapes:
-    n = math.prod(s)
-    P[name] = torch.tensor(params[off:off + n].reshape(s), requires_grad=True)
-    G[name] = grads[off:off + n].reshape(s)
-    off += n
+    G[name] = grads[off:off + math.prod(s)].reshape(s)
+    off += math.prod(s)
 
-
-def ln(x, g, b):
-    return torch.nn.functional.layer_norm(x, (C,), g, b, 1e-5)
-
-
-def gelu(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
-def forward(P, tok, head):
-    """The logits [B, T, V] of the token ids tok [B, T]; head: the head's weight matrix."""
-    x = P["wte"][tok] + P["wpe"][torch.arange(T)]
-    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-    dh = C // H
-    for i in range(L):
-        h = ln(x, P[f"h{i}.ln1.g"], P[f"h{i}.ln1.b"]) @ P[f"h{i}.qkv.w"].T + P[f"h{i}.qkv.b"]
-        q, k, v = (t.view(B, T, H, dh).transpose(1, 2) for t in h.split(C, dim=2))
-        s = (q @ k.transpose(-1, -2)) / math.sqrt(dh)
-        a = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
-        x = x + a.transpose(1, 2).reshape(B, T, C) @ P[f"h{i}.proj.w"].T + P[f"h{i}.proj.b"]
-        h = gelu(ln(x, P[f"h{i}.ln2.g"], P[f"h{i}.ln2.b"]) @ P[f"h{i}.fc.w"].T + P[f"h{i}.fc.b"])
-        x = x + h @ P[f"h{i}.fc2.w"].T + P[f"h{i}.fc2.b"]
-    return ln(x, P["lnf.g"], P["lnf.b"]) @ head.T
-
-
-logits = forward(P, tok, P["head.w"])
+logits = gpt_torch.forward(P, tok, H, L)
 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), lab.reshape(-1))
 loss.backward()
-
 bad = 0
 z = logits.detach().numpy()
 err = np.abs(logits_hp - z) - (1e-5 + 1e-5 * np.abs(z))
@@ -120,13 +85,6 @@ if tie:
     print(f"tied token matrix: gradient (the sum of both copies') norm {tied.norm().item():.6g}")
 
 
-def lr_at(s, peak, warmup, total):
-    """runtime/lrsched.h: linear warm-up to the peak, then a cosine to 0 at total."""
-    if s < warmup:
-        return peak * (s + 1) / warmup
-    return 0.5 * peak * (1.0 + math.cos(math.pi * (s - warmup) / (total - warmup)))
-
-
 def adamw_steps():
     """The STEPS AdamW steps of gpt_ref from the same initial parameters, the tied token
     matrix ONE parameter (its gradient the sum of the embedding's and the head's), weight
@@ -138,22 +96,11 @@ def adamw_steps():
     after = np.fromfile(d + "/params_after.bin", dtype=np.float32).astype(np.float64)
     toks = np.fromfile(d + "/steps_tokens.bin", dtype=np.int32).astype(np.int64).reshape(S, B, T)
     labs = np.fromfile(d + "/steps_labels.bin", dtype=np.int32).astype(np.int64).reshape(S, B, T)
-    Q, off = {}, 0
-    for name, s in shapes:
-        n = math.prod(s)
-        if not (tie and name == "head.w"):
-            Q[name] = torch.tensor(params[off:off + n].reshape(s), requires_grad=True)
-        off += n
-    head = Q["wte"] if tie else Q["head.w"]
-    decay = [p for name, p in Q.items() if name.endswith(("qkv.w", "proj.w", "fc.w", "fc2.w"))
-             or (name == "head.w" and not tie)]
-    rest = [p for p in Q.values() if not any(p is q for q in decay)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd},
-                             {"params": rest, "weight_decay": 0.0}],
-                            lr=peak, betas=(b1, b2), eps=eps)
+    Q = gpt_torch.load(params, shapes, tie)
+    opt = gpt_torch.adamw(Q, peak, (b1, b2), eps, wd)
     nbad, nclip = 0, 0
     for s in range(S):
-        lr = lr_at(s, peak, warmup, S)
+        lr = gpt_torch.lr_at(s, peak, warmup, S)
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad()
@@ -161,7 +108,7 @@ def adamw_steps():
         if s == 0 and not (torch.equal(tk, tok) and torch.equal(lb, lab)):
             print("the first step's minibatch is not the one compared above")
             nbad += 1
-        logits = forward(Q, tk, head)
+        logits = gpt_torch.forward(Q, tk, H, L)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), lb.reshape(-1))
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(list(Q.values()), clip).item()
@@ -177,11 +124,11 @@ def adamw_steps():
     if not 0 < nclip < S:
         print(f"clip {clip} clipped {nclip} of {S} steps: choose one that clips some, not all")
         nbad += 1
-    lr_sum = sum(lr_at(k, peak, warmup, S) for k in range(S))
+    lr_sum = sum(gpt_torch.lr_at(k, peak, warmup, S) for k in range(S))
     worst, worst_rms, off = 0.0, 0.0, 0
     for name, s in shapes:
         n = math.prod(s)
-        ref = (head if name == "head.w" else Q[name]).detach().numpy().reshape(-1)
+        ref = Q.get(name, Q["wte"]).detach().numpy().reshape(-1)
         diff, upd = after[off:off + n] - ref, ref - params[off:off + n]
         worst = max(worst, np.abs(diff).max() / lr_sum)
         if np.abs(diff).max() > 1e-2 * lr_sum:
