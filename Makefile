@@ -248,6 +248,13 @@ all: $(BENCH_COMM_BW)
 $(BENCH_COMM_BW): $(BUILD)/tests/bench/comm_bw.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
+# The inputs of the learning comparison with PyTorch (sh tests/bench/gpt_learn/run).
+GPT_LEARN := $(BUILD)/tests/gpt_learn
+ALL_OBJS += $(BUILD)/tests/bench/gpt_learn.o
+all: $(GPT_LEARN)
+$(GPT_LEARN): $(BUILD)/tests/bench/gpt_learn.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
+
 # Checkpoint write and load cost (sh tests/bench/checkpoint).
 BENCH_CKPT := $(BUILD)/tests/bench_ckpt_cost
 ALL_OBJS += $(BUILD)/tests/bench/ckpt_cost.o

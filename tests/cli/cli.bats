@@ -211,7 +211,7 @@ torch_py() {
     [[ "$output" == *"--clip"* ]]
 }
 
-@test "a GPT training step matches PyTorch's (logits, loss, every gradient; skipped without torch)" {
+@test "a GPT training step and 10 AdamW steps (decay, warm-up, clipping, tied head) match PyTorch's (skipped without torch)" {
     torch_py gpt_ref
     run "$(dirname "$HETPIPE")/tests/gpt_ref" "$TMP" gpt-tiny
     [ "$status" -eq 0 ]
