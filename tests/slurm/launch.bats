@@ -201,6 +201,19 @@ type_of() {
     awk -v a="$acc" -v t="$thr" 'BEGIN { exit !(t ~ /^[0-9.]+$/ && a >= t) }'
 }
 
+@test "jobs/gpt-tiny.sbatch: a text model with AdamW (--hetpipe-optimizer) and clipping over 4 stages on 4 nodes learns" {
+    submit "$ROOT/jobs/gpt-tiny.sbatch" --train-limit 640 --test-limit 128 --log-every 10
+    [ "$status" -eq 0 ]
+    grep -q "launch: 8 tasks on 4 nodes" "$out"
+    grep -q "this one of 4 stages" "$out"
+    grep -qx "optimizer = adamw" "hetpipe-$job/plan.ini"
+    grep -q "^epoch 1/1 step 10/40 loss [0-9.]* ppl [0-9.]* bpb [0-9.]* [0-9]* tok/s" "$out"
+    loss=$(sed -n 's/^epoch 1\/1 validation loss \([0-9.]*\) ppl.*/\1/p' "$out" | tail -1)
+    echo "# gpt-tiny, 640 sequences on 4 nodes: validation loss $loss per token" >&3
+    # below the uniform guess over 256 bytes (ln 256 = 5.545)
+    awk -v l="$loss" 'BEGIN { exit !(l ~ /^[0-9.]+$/ && l < 4.5) }'
+}
+
 @test "a VGG-19 dry run plans on titanv, titanrtx, rtx2060 and p4000 and starts no rank" {
     # a rank program that leaves a mark if anything starts it
     printf '#!/bin/sh\ntouch "%s/rank-started"\n' "$BATS_TEST_TMPDIR" > fake-rank
