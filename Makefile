@@ -262,6 +262,13 @@ all: $(BENCH_CKPT)
 $(BENCH_CKPT): $(BUILD)/tests/bench/ckpt_cost.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
+# A GPT training step against PyTorch, one thread: speed and memory (sh tests/bench/gpt_cpu/run).
+BENCH_GPT_CPU := $(BUILD)/tests/bench_gpt_cpu
+ALL_OBJS += $(BUILD)/tests/bench/gpt_cpu.o
+all: $(BENCH_GPT_CPU)
+$(BENCH_GPT_CPU): $(BUILD)/tests/bench/gpt_cpu.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
+
 # The memory model against memory really used, per stage (sh tests/bench/memory).
 BENCH_STAGE_MEM := $(BUILD)/tests/bench_stage_mem
 ALL_OBJS += $(BUILD)/tests/bench/stage_mem.o
