@@ -157,6 +157,10 @@ ALL_LINK   = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(RAN
 ALL_ARCHIVES := $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB)
 
 LAUNCHER_SRCS := launcher/main.c $(wildcard launcher/cmd_*.c)
+# the CPU backend's elementwise loops (vexpf's clamps, the lane maxima, AdamW's sqrtf) vectorise
+# only when a comparison may ignore floating-point exception flags and sqrtf need not set errno
+# (neither is read)
+$(BUILD)/runtime/backend_cpu.o: BASE_CFLAGS += -fno-trapping-math -fno-math-errno
 # hetpipe doctor names the installed plugin in the plugstack.conf line it suggests
 $(BUILD)/launcher/cmd_doctor.o: BASE_CFLAGS += -DHP_SLURM_PLUGINDIR='"$(SLURM_PLUGINDIR)"'
 HETPIPE       := $(BUILD)/hetpipe

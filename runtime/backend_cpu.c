@@ -19,6 +19,91 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* exp(x) in float, written so that a loop of it vectorises (libm's expf is a call per
+ * element): x clamped to [-70, 70] (exp(-70) = 4e-31, 0 next to the 1 of a softmax's largest
+ * term or of 1 + exp in a sigmoid; the bounds keep what the compiler computes for a clamped
+ * lane, and its products, clear of subnormal floats, whose arithmetic is ~100 times slower),
+ * x = n ln 2 + r with |r| <= ln 2 / 2 (n by the 1.5 2^23 rounding trick, whose bits hold n),
+ * Cephes' degree-6 polynomial for exp(r) (a relative error of about 2 ulp), times 2^n built
+ * in the exponent bits. */
+static inline float vexpf(float x)
+{
+    const float magic = 12582912.0f; /* 1.5 2^23: adding it rounds to an integer */
+    float p, s;
+    int32_t bits;
+
+    x = x < -70.0f ? -70.0f : x;
+    x = x > 70.0f ? 70.0f : x;
+    const float t = x * 1.44269504088896341f + magic, n = t - magic;
+    const float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+    memcpy(&bits, &t, sizeof(bits));
+    bits = (bits - 0x4B400000 + 127) * (1 << 23); /* the low bits of t are n */
+    memcpy(&s, &bits, sizeof(s));
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    return (p * r * r + r + 1.0f) * s;
+}
+
+/* The largest of x[0..n), n >= 1, in eight lanes (so that it vectorises). */
+static float lane_max(const float *x, int n)
+{
+    float acc[8], m = x[0];
+    int j = 0;
+
+    for (int l = 0; l < 8; l++)
+        acc[l] = x[0];
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    for (; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    for (int l = 0; l < 8; l++)
+        m = acc[l] > m ? acc[l] : m;
+    return m;
+}
+
+/* x[j] = exp(x[j] - shift) over j < n; returns their sum (float lanes, added in double). */
+static double exp_shift_sum(float *x, int n, float shift)
+{
+    float acc[8] = {0};
+    double s = 0.0;
+    int j = 0;
+
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) {
+            x[j + l] = vexpf(x[j + l] - shift);
+            acc[l] += x[j + l];
+        }
+    for (; j < n; j++) {
+        x[j] = vexpf(x[j] - shift);
+        s += x[j];
+    }
+    for (int l = 0; l < 8; l++)
+        s += acc[l];
+    return s;
+}
+
+/* The dot product of a[0..n) and b[0..n), in eight float lanes added in double. */
+static double lane_dot(const float *a, const float *b, int n)
+{
+    float acc[8] = {0};
+    double s = 0.0;
+    int j = 0;
+
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += a[j + l] * b[j + l];
+    for (; j < n; j++)
+        s += (double)a[j] * b[j];
+    for (int l = 0; l < 8; l++)
+        s += acc[l];
+    return s;
+}
+
 struct hp_conv {
     struct hp_conv_desc d;
     int direct; /* 1x1, stride 1, no padding: the input is already the column matrix */
@@ -733,23 +818,27 @@ static int cpu_softmax_xent(struct hp_backend *be, const float *logits, const in
 
     for (int i = 0; i < n; i++) {
         const float *z = logits + (size_t)i * classes;
+        const float zmax = lane_max(z, classes);
         int arg = 0;
-        for (int j = 1; j < classes; j++)
-            if (z[j] > z[arg])
-                arg = j;
-        const float zmax = z[arg];
+        while (z[arg] != zmax) /* the first arg-max */
+            arg++;
+        /* exp(z - zmax) into dz (or, without dlogits, summed on the fly) */
+        float *dz = dlogits ? dlogits + (size_t)i * classes : NULL;
         double sum = 0.0;
-        for (int j = 0; j < classes; j++)
-            sum += exp((double)(z[j] - zmax));
-        const double lse = log(sum) + zmax;
-        loss += lse - z[labels[i]];
+        if (dz) {
+            memcpy(dz, z, (size_t)classes * sizeof(float));
+            sum = exp_shift_sum(dz, classes, zmax);
+        } else {
+            for (int j = 0; j < classes; j++)
+                sum += vexpf(z[j] - zmax);
+        }
+        loss += log(sum) + zmax - z[labels[i]];
         ok += arg == labels[i];
-        if (dlogits) {
-            float *dz = dlogits + (size_t)i * classes;
-            for (int j = 0; j < classes; j++) {
-                const float pj = (float)exp((double)z[j] - lse);
-                dz[j] = (pj - (j == labels[i] ? 1.0f : 0.0f)) * grad_scale;
-            }
+        if (dz) {
+            const float a = (float)(grad_scale / sum);
+            for (int j = 0; j < classes; j++)
+                dz[j] *= a;
+            dz[labels[i]] -= grad_scale;
         }
     }
     *loss_sum = loss;
@@ -936,16 +1025,9 @@ static int cpu_layernorm_backward(struct hp_backend *be, const float *x, const f
 /* Row i of a causal score matrix s [T, T] turned into probabilities in place. */
 static void causal_softmax_row(float *s, int i, int T)
 {
-    float mx = s[0];
-    double sum = 0.0;
+    const float mx = lane_max(s, i + 1);
+    const float inv = (float)(1.0 / exp_shift_sum(s, i + 1, mx));
 
-    for (int j = 1; j <= i; j++)
-        mx = s[j] > mx ? s[j] : mx;
-    for (int j = 0; j <= i; j++) {
-        s[j] = expf(s[j] - mx);
-        sum += s[j];
-    }
-    const float inv = (float)(1.0 / sum);
     for (int j = 0; j <= i; j++)
         s[j] *= inv;
     for (int j = i + 1; j < T; j++)
@@ -1013,9 +1095,7 @@ static int cpu_attention_backward(struct hp_backend *be, const struct hp_attn_de
             for (int i = 0; i < T; i++) {
                 const float *pr = p + (size_t)i * T;
                 float *sr = ws + (size_t)i * T;
-                double dot = 0.0;
-                for (int j = 0; j <= i; j++)
-                    dot += (double)pr[j] * sr[j];
+                const double dot = lane_dot(pr, sr, i + 1);
                 for (int j = 0; j <= i; j++)
                     sr[j] = pr[j] * (sr[j] - (float)dot);
                 for (int j = i + 1; j < T; j++)
@@ -1034,19 +1114,17 @@ static int cpu_attention_backward(struct hp_backend *be, const struct hp_attn_de
 #define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
-/* tanh(u) = 1 - 2 / (exp(2u) + 1): libm's tanhf is several times slower than its expf, and
- * this is as exact in float (an absolute error below 1e-7; +-1 at the extremes). */
-static inline float fast_tanh(float u)
+/* 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)), u = GELU_S (v + GELU_C v^3): with
+ * vexpf, a loop of it vectorises (libm's tanhf, and expf, are a call per element). */
+static inline float gelu_sigmoid(float v)
 {
-    return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
+    return 1.0f / (1.0f + vexpf(-2.0f * GELU_S * (v + GELU_C * v * v * v)));
 }
 
 static int cpu_gelu_forward(struct hp_backend *be, const float *x, float *y, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        const float v = x[i];
-        y[i] = 0.5f * v * (1.0f + fast_tanh(GELU_S * (v + GELU_C * v * v * v)));
-    }
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] * gelu_sigmoid(x[i]);
     return 0;
 }
 
@@ -1054,9 +1132,10 @@ static int cpu_gelu_backward(struct hp_backend *be, const float *x, const float 
                              size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        const float v = x[i], t = fast_tanh(GELU_S * (v + GELU_C * v * v * v));
-        const float dt = GELU_S * (1.0f + 3.0f * GELU_C * v * v) * (1.0f - t * t);
-        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+        /* d/dv v sg = sg + v 2 sg (1 - sg) du/dv (1 - tanh^2 = 4 sg (1 - sg)) */
+        const float v = x[i], sg = gelu_sigmoid(v);
+        const float du = GELU_S * (1.0f + 3.0f * GELU_C * v * v);
+        dx[i] = dy[i] * (sg + 2.0f * v * sg * (1.0f - sg) * du);
     }
     return 0;
 }

@@ -67,8 +67,7 @@ int main(int argc, char **argv)
     struct hp_model *m = NULL;
     struct hp_net *net = NULL;
     struct hp_net_memory mem;
-    const struct hp_net_config cfg = {
-        .batch = batch, .nslots = 1, .optimizer = HP_OPTIMIZER_ADAMW};
+    const struct hp_net_config cfg = {.batch = batch, .nslots = 1, .optimizer = HP_OPTIMIZER_ADAMW};
     size_t base = 0, now = 0, peak = 0;
     double loss = 0.0, *t = calloc(steps > 0 ? (size_t)steps : 1, sizeof(double));
     int32_t *lab = NULL;
