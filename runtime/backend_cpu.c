@@ -19,6 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The elementwise loops of the sequence ops, the loss and AdamW are compiled for AVX-512, AVX2
+ * and the baseline, the CPU picking at load time (GCC's target_clones): the same arithmetic
+ * in wider vectors (no FMA contraction in ISO C mode), so the same floats on every CPU. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) &&                  \
+    !defined(__SANITIZE_THREAD__)
+#define HP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HP_CLONES
+#endif
+
 /* exp(x) in float, written so that a loop of it vectorises (libm's expf is a call per
  * element): x clamped to [-70, 70] (exp(-70) = 4e-31, 0 next to the 1 of a softmax's largest
  * term or of 1 + exp in a sigmoid; the bounds keep what the compiler computes for a clamped
@@ -809,9 +819,9 @@ static int cpu_bn_backward(struct hp_backend *be, const struct hp_bn_desc *d, co
 
 /* ---- loss and optimiser --------------------------------------------------------------- */
 
-static int cpu_softmax_xent(struct hp_backend *be, const float *logits, const int32_t *labels,
-                            int n, int classes, float grad_scale, float *dlogits, double *loss_sum,
-                            int *correct)
+HP_CLONES static int cpu_softmax_xent(struct hp_backend *be, const float *logits,
+                                      const int32_t *labels, int n, int classes, float grad_scale,
+                                      float *dlogits, double *loss_sum, int *correct)
 {
     double loss = 0.0;
     int ok = 0;
@@ -860,8 +870,8 @@ static int cpu_sgd_update(struct hp_backend *be, float *w, const float *g, float
 /* PyTorch's single-tensor AdamW, element by element in float (backend.h): the decay, then
  * m lerped towards g (torch.lerp's formula for a weight below 0.5), v = b2 v + (1 - b2) g g,
  * then w += -step_size m / (sqrt(v) / sqrt(bc2) + eps). The CUDA twin rounds the same. */
-static int cpu_adamw_update(struct hp_backend *be, float *w, const float *g, float *m, float *v,
-                            size_t n, const struct hp_adamw_desc *d)
+HP_CLONES static int cpu_adamw_update(struct hp_backend *be, float *w, const float *g, float *m,
+                                      float *v, size_t n, const struct hp_adamw_desc *d)
 {
     const double t = (double)d->step;
     const float decay = (float)(1.0 - (double)d->lr * (double)d->wd);
@@ -1023,7 +1033,7 @@ static int cpu_layernorm_backward(struct hp_backend *be, const float *x, const f
 }
 
 /* Row i of a causal score matrix s [T, T] turned into probabilities in place. */
-static void causal_softmax_row(float *s, int i, int T)
+HP_CLONES static void causal_softmax_row(float *s, int i, int T)
 {
     const float mx = lane_max(s, i + 1);
     const float inv = (float)(1.0 / exp_shift_sum(s, i + 1, mx));
@@ -1032,6 +1042,20 @@ static void causal_softmax_row(float *s, int i, int T)
         s[j] *= inv;
     for (int j = i + 1; j < T; j++)
         s[j] = 0.0f;
+}
+
+/* ds = p (dp - sum_j p dp) in place of dp [T, T], row by row; 0 above the diagonal (p is). */
+HP_CLONES static void softmax_grad(const float *p, float *ds, int T)
+{
+    for (int i = 0; i < T; i++) {
+        const float *pr = p + (size_t)i * T;
+        float *sr = ds + (size_t)i * T;
+        const float dot = (float)lane_dot(pr, sr, i + 1);
+        for (int j = 0; j <= i; j++)
+            sr[j] = pr[j] * (sr[j] - dot);
+        for (int j = i + 1; j < T; j++)
+            sr[j] = 0.0f;
+    }
 }
 
 static int attn_check(const struct hp_attn_desc *a)
@@ -1091,16 +1115,7 @@ static int cpu_attention_backward(struct hp_backend *be, const struct hp_attn_de
                         dx + 2 * d + h * dh, 3 * d);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, 1.0f, gh, d, v, 3 * d,
                         0.0f, ws, T);
-            /* ds = p (dp - sum_j p dp), row by row; 0 above the diagonal (p is) */
-            for (int i = 0; i < T; i++) {
-                const float *pr = p + (size_t)i * T;
-                float *sr = ws + (size_t)i * T;
-                const double dot = lane_dot(pr, sr, i + 1);
-                for (int j = 0; j <= i; j++)
-                    sr[j] = pr[j] * (sr[j] - (float)dot);
-                for (int j = i + 1; j < T; j++)
-                    sr[j] = 0.0f;
-            }
+            softmax_grad(p, ws, T);
             /* dq = scale ds k; dk = scale ds^T q */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, T, scale, ws, T, k, 3 * d,
                         0.0f, dx + h * dh, 3 * d);
@@ -1121,15 +1136,15 @@ static inline float gelu_sigmoid(float v)
     return 1.0f / (1.0f + vexpf(-2.0f * GELU_S * (v + GELU_C * v * v * v)));
 }
 
-static int cpu_gelu_forward(struct hp_backend *be, const float *x, float *y, size_t n)
+HP_CLONES static int cpu_gelu_forward(struct hp_backend *be, const float *x, float *y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         y[i] = x[i] * gelu_sigmoid(x[i]);
     return 0;
 }
 
-static int cpu_gelu_backward(struct hp_backend *be, const float *x, const float *dy, float *dx,
-                             size_t n)
+HP_CLONES static int cpu_gelu_backward(struct hp_backend *be, const float *x, const float *dy,
+                                       float *dx, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         /* d/dv v sg = sg + v 2 sg (1 - sg) du/dv (1 - tanh^2 = 4 sg (1 - sg)) */
