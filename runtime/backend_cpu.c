@@ -28,6 +28,8 @@
 #else
 #define HP_CLONES
 #endif
+/* a helper of those loops, compiled into each clone (for its vector width) */
+#define HP_INLINE static inline __attribute__((always_inline))
 
 /* exp(x) in float, written so that a loop of it vectorises (libm's expf is a call per
  * element): x clamped to [-70, 70] (exp(-70) = 4e-31, 0 next to the 1 of a softmax's largest
@@ -59,7 +61,7 @@ static inline float vexpf(float x)
 }
 
 /* The largest of x[0..n), n >= 1, in eight lanes (so that it vectorises). */
-static float lane_max(const float *x, int n)
+HP_INLINE float lane_max(const float *x, int n)
 {
     float acc[8], m = x[0];
     int j = 0;
@@ -77,7 +79,7 @@ static float lane_max(const float *x, int n)
 }
 
 /* x[j] = exp(x[j] - shift) over j < n; returns their sum (float lanes, added in double). */
-static double exp_shift_sum(float *x, int n, float shift)
+HP_INLINE double exp_shift_sum(float *x, int n, float shift)
 {
     float acc[8] = {0};
     double s = 0.0;
@@ -98,7 +100,7 @@ static double exp_shift_sum(float *x, int n, float shift)
 }
 
 /* The dot product of a[0..n) and b[0..n), in eight float lanes added in double. */
-static double lane_dot(const float *a, const float *b, int n)
+HP_INLINE double lane_dot(const float *a, const float *b, int n)
 {
     float acc[8] = {0};
     double s = 0.0;
@@ -172,7 +174,8 @@ static int cpu_gemm(struct hp_backend *be, int ta, int tb, int m, int n, int k, 
     return 0;
 }
 
-static int cpu_bias_add(struct hp_backend *be, float *y, const float *b, int rows, int cols)
+HP_CLONES static int cpu_bias_add(struct hp_backend *be, float *y, const float *b, int rows,
+                                  int cols)
 {
     for (int r = 0; r < rows; r++) {
         float *yr = y + (size_t)r * cols;
@@ -182,7 +185,8 @@ static int cpu_bias_add(struct hp_backend *be, float *y, const float *b, int row
     return 0;
 }
 
-static int cpu_bias_grad(struct hp_backend *be, const float *dy, float *db, int rows, int cols)
+HP_CLONES static int cpu_bias_grad(struct hp_backend *be, const float *dy, float *db, int rows,
+                                   int cols)
 {
     memset(db, 0, (size_t)cols * sizeof(float));
     for (int r = 0; r < rows; r++) {
@@ -982,19 +986,49 @@ static int cpu_embed_backward(struct hp_backend *be, const float *ids, const flo
     return 0;
 }
 
-static int cpu_layernorm_forward(struct hp_backend *be, const float *x, const float *gamma,
-                                 const float *beta, float *y, float *mean, float *rstd, int rows,
-                                 int d, float eps)
+/* The sum of x[0..n), in eight float lanes added in double. */
+HP_INLINE double lane_sum(const float *x, int n)
+{
+    float acc[8] = {0};
+    double s = 0.0;
+    int j = 0;
+
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += x[j + l];
+    for (; j < n; j++)
+        s += x[j];
+    for (int l = 0; l < 8; l++)
+        s += acc[l];
+    return s;
+}
+
+/* The sum of (x[j] - m) (y[j] - m) over j < n, in eight float lanes added in double. */
+HP_INLINE double lane_dot_shift(const float *x, const float *y, float m, int n)
+{
+    float acc[8] = {0};
+    double s = 0.0;
+    int j = 0;
+
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += (x[j + l] - m) * (y[j + l] - m);
+    for (; j < n; j++)
+        s += (double)(x[j] - m) * (y[j] - m);
+    for (int l = 0; l < 8; l++)
+        s += acc[l];
+    return s;
+}
+
+HP_CLONES static int cpu_layernorm_forward(struct hp_backend *be, const float *x,
+                                           const float *gamma, const float *beta, float *y,
+                                           float *mean, float *rstd, int rows, int d, float eps)
 {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * d;
         float *yr = y + (size_t)r * d;
-        double s = 0.0, v = 0.0;
-        for (int j = 0; j < d; j++)
-            s += xr[j];
-        const float m = (float)(s / d);
-        for (int j = 0; j < d; j++)
-            v += (double)(xr[j] - m) * (xr[j] - m);
+        const float m = (float)(lane_sum(xr, d) / d);
+        const double v = lane_dot_shift(xr, xr, m, d);
         const float is = (float)(1.0 / sqrt(v / d + eps));
         for (int j = 0; j < d; j++)
             yr[j] = (xr[j] - m) * is * gamma[j] + beta[j];
@@ -1005,28 +1039,44 @@ static int cpu_layernorm_forward(struct hp_backend *be, const float *x, const fl
 }
 
 /* dxhat = dy gamma; dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)). */
-static int cpu_layernorm_backward(struct hp_backend *be, const float *x, const float *dy,
-                                  const float *gamma, const float *mean, const float *rstd,
-                                  float *dx, float *dgamma, float *dbeta, int rows, int d)
+HP_CLONES static int cpu_layernorm_backward(struct hp_backend *be, const float *x, const float *dy,
+                                            const float *gamma, const float *mean,
+                                            const float *rstd, float *dx, float *dgamma,
+                                            float *dbeta, int rows, int d)
 {
     memset(dgamma, 0, (size_t)d * sizeof(float));
     memset(dbeta, 0, (size_t)d * sizeof(float));
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * d, *g = dy + (size_t)r * d;
         const float m = mean[r], is = rstd[r];
-        double s1 = 0.0, s2 = 0.0;
         for (int j = 0; j < d; j++) {
-            const float xh = (xr[j] - m) * is, dxh = g[j] * gamma[j];
-            dgamma[j] += g[j] * xh;
+            dgamma[j] += g[j] * ((xr[j] - m) * is);
             dbeta[j] += g[j];
-            s1 += dxh;
-            s2 += (double)dxh * xh;
         }
         if (!dx)
             continue;
+        /* s1 = sum dxhat, s2 = sum dxhat xhat (dxhat = dy gamma), in float lanes */
+        float a1[8] = {0}, a2[8] = {0};
+        double s1 = 0.0, s2 = 0.0;
+        int j = 0;
+        for (; j + 8 <= d; j += 8)
+            for (int l = 0; l < 8; l++) {
+                const float dxh = g[j + l] * gamma[j + l];
+                a1[l] += dxh;
+                a2[l] += dxh * ((xr[j + l] - m) * is);
+            }
+        for (; j < d; j++) {
+            const float dxh = g[j] * gamma[j];
+            s1 += dxh;
+            s2 += (double)dxh * ((xr[j] - m) * is);
+        }
+        for (int l = 0; l < 8; l++) {
+            s1 += a1[l];
+            s2 += a2[l];
+        }
         const float a = (float)(s1 / d), b = (float)(s2 / d);
         float *dr = dx + (size_t)r * d;
-        for (int j = 0; j < d; j++)
+        for (j = 0; j < d; j++)
             dr[j] = is * (g[j] * gamma[j] - a - (xr[j] - m) * is * b);
     }
     return 0;
