@@ -118,8 +118,8 @@ int main(int argc, char **argv)
         return 1;
     printf("model=%s\nparams=%zu\nbatch=%d\ncontext=%d\n", m->name, hp_net_nparams(net), batch,
            hp_model_positions(m));
-    printf("s_per_step=%.4f\nwall_s_per_step=%.4f\nloss=%.4f\n", t[steps / 2],
-           t[steps + steps / 2], loss);
+    printf("s_per_step=%.4f\nwall_s_per_step=%.4f\nloss=%.4f\n", t[steps / 2], t[steps + steps / 2],
+           loss);
     printf("base_kib=%zu\npeak_kib=%zu\nnet_bytes=%zu\nnet_activation_bytes=%zu\n", base / 1024,
            peak / 1024, mem.total, mem.activations);
     free(t);
