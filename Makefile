@@ -157,6 +157,10 @@ ALL_LINK   = $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB) $(LAUNCHER_LIBS) $(RAN
 ALL_ARCHIVES := $(LAUNCHER_LIB) $(RUNTIME_LIB) $(COMMON_LIB)
 
 LAUNCHER_SRCS := launcher/main.c $(wildcard launcher/cmd_*.c)
+# the CPU backend's elementwise loops (vexpf's clamps, the lane maxima, AdamW's sqrtf) vectorise
+# only when a comparison may ignore floating-point exception flags and sqrtf need not set errno
+# (neither is read)
+$(BUILD)/runtime/backend_cpu.o: BASE_CFLAGS += -fno-trapping-math -fno-math-errno
 # hetpipe doctor names the installed plugin in the plugstack.conf line it suggests
 $(BUILD)/launcher/cmd_doctor.o: BASE_CFLAGS += -DHP_SLURM_PLUGINDIR='"$(SLURM_PLUGINDIR)"'
 HETPIPE       := $(BUILD)/hetpipe
@@ -260,6 +264,13 @@ BENCH_CKPT := $(BUILD)/tests/bench_ckpt_cost
 ALL_OBJS += $(BUILD)/tests/bench/ckpt_cost.o
 all: $(BENCH_CKPT)
 $(BENCH_CKPT): $(BUILD)/tests/bench/ckpt_cost.o $(ALL_ARCHIVES)
+	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
+
+# A GPT training step against PyTorch, one thread: speed and memory (sh tests/bench/gpt_cpu/run).
+BENCH_GPT_CPU := $(BUILD)/tests/bench_gpt_cpu
+ALL_OBJS += $(BUILD)/tests/bench/gpt_cpu.o
+all: $(BENCH_GPT_CPU)
+$(BENCH_GPT_CPU): $(BUILD)/tests/bench/gpt_cpu.o $(ALL_ARCHIVES)
 	$(CC) $(HP_LDFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LINK)
 
 # The memory model against memory really used, per stage (sh tests/bench/memory).

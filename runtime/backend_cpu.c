@@ -19,6 +19,104 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The elementwise loops of the sequence ops, the loss and AdamW are compiled for AVX-512, AVX2
+ * and the baseline, the CPU picking at load time (GCC's target_clones): the same arithmetic
+ * in wider vectors (no FMA contraction in ISO C mode; the lane sums keep their eight lanes),
+ * so the same floats on every CPU (-DHP_NO_CLONES builds the baseline alone, to compare). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) &&                  \
+    !defined(__SANITIZE_THREAD__) && !defined(HP_NO_CLONES)
+#define HP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HP_CLONES
+#endif
+/* a helper of those loops, compiled into each clone (for its vector width) */
+#define HP_INLINE static inline __attribute__((always_inline))
+
+/* exp(x) in float, written so that a loop of it vectorises (libm's expf is a call per
+ * element): x clamped to [-70, 70] (exp(-70) = 4e-31, 0 next to the 1 of a softmax's largest
+ * term or of 1 + exp in a sigmoid; the bounds keep what the compiler computes for a clamped
+ * lane, and its products, clear of subnormal floats, whose arithmetic is ~100 times slower),
+ * x = n ln 2 + r with |r| <= ln 2 / 2 (n by the 1.5 2^23 rounding trick, whose bits hold n),
+ * Cephes' degree-6 polynomial for exp(r) (a relative error below 1e-7 on [-70, 70]), times 2^n
+ * built in the exponent bits. */
+static inline float vexpf(float x)
+{
+    const float magic = 12582912.0f; /* 1.5 2^23: adding it rounds to an integer */
+    float p, s;
+    int32_t bits;
+
+    x = x < -70.0f ? -70.0f : x;
+    x = x > 70.0f ? 70.0f : x;
+    const float t = x * 1.44269504088896341f + magic, n = t - magic;
+    const float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+    memcpy(&bits, &t, sizeof(bits));
+    bits = (bits - 0x4B400000 + 127) * (1 << 23); /* the low bits of t are n */
+    memcpy(&s, &bits, sizeof(s));
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    return (p * r * r + r + 1.0f) * s;
+}
+
+/* The largest of x[0..n), n >= 1, in eight lanes (so that it vectorises). */
+HP_INLINE float lane_max(const float *x, int n)
+{
+    float acc[8], m = x[0];
+    int j = 0;
+
+    for (int l = 0; l < 8; l++)
+        acc[l] = x[0];
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    for (; j < n; j++)
+        m = x[j] > m ? x[j] : m;
+    for (int l = 0; l < 8; l++)
+        m = acc[l] > m ? acc[l] : m;
+    return m;
+}
+
+/* x[j] = exp(x[j] - shift) over j < n; returns their sum (float lanes, added in double). */
+HP_INLINE double exp_shift_sum(float *x, int n, float shift)
+{
+    float acc[8] = {0};
+    double s = 0.0;
+    int j = 0;
+
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) {
+            x[j + l] = vexpf(x[j + l] - shift);
+            acc[l] += x[j + l];
+        }
+    for (; j < n; j++) {
+        x[j] = vexpf(x[j] - shift);
+        s += x[j];
+    }
+    for (int l = 0; l < 8; l++)
+        s += acc[l];
+    return s;
+}
+
+/* The dot product of a[0..n) and b[0..n), in eight float lanes added in double. */
+HP_INLINE double lane_dot(const float *a, const float *b, int n)
+{
+    float acc[8] = {0};
+    double s = 0.0;
+    int j = 0;
+
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += a[j + l] * b[j + l];
+    for (; j < n; j++)
+        s += (double)a[j] * b[j];
+    for (int l = 0; l < 8; l++)
+        s += acc[l];
+    return s;
+}
+
 struct hp_conv {
     struct hp_conv_desc d;
     int direct; /* 1x1, stride 1, no padding: the input is already the column matrix */
@@ -77,7 +175,8 @@ static int cpu_gemm(struct hp_backend *be, int ta, int tb, int m, int n, int k, 
     return 0;
 }
 
-static int cpu_bias_add(struct hp_backend *be, float *y, const float *b, int rows, int cols)
+HP_CLONES static int cpu_bias_add(struct hp_backend *be, float *y, const float *b, int rows,
+                                  int cols)
 {
     for (int r = 0; r < rows; r++) {
         float *yr = y + (size_t)r * cols;
@@ -87,7 +186,8 @@ static int cpu_bias_add(struct hp_backend *be, float *y, const float *b, int row
     return 0;
 }
 
-static int cpu_bias_grad(struct hp_backend *be, const float *dy, float *db, int rows, int cols)
+HP_CLONES static int cpu_bias_grad(struct hp_backend *be, const float *dy, float *db, int rows,
+                                   int cols)
 {
     memset(db, 0, (size_t)cols * sizeof(float));
     for (int r = 0; r < rows; r++) {
@@ -724,32 +824,36 @@ static int cpu_bn_backward(struct hp_backend *be, const struct hp_bn_desc *d, co
 
 /* ---- loss and optimiser --------------------------------------------------------------- */
 
-static int cpu_softmax_xent(struct hp_backend *be, const float *logits, const int32_t *labels,
-                            int n, int classes, float grad_scale, float *dlogits, double *loss_sum,
-                            int *correct)
+HP_CLONES static int cpu_softmax_xent(struct hp_backend *be, const float *logits,
+                                      const int32_t *labels, int n, int classes, float grad_scale,
+                                      float *dlogits, double *loss_sum, int *correct)
 {
     double loss = 0.0;
     int ok = 0;
 
     for (int i = 0; i < n; i++) {
         const float *z = logits + (size_t)i * classes;
+        const float zmax = lane_max(z, classes);
         int arg = 0;
-        for (int j = 1; j < classes; j++)
-            if (z[j] > z[arg])
-                arg = j;
-        const float zmax = z[arg];
+        while (z[arg] != zmax) /* the first arg-max */
+            arg++;
+        /* exp(z - zmax) into dz (or, without dlogits, summed on the fly) */
+        float *dz = dlogits ? dlogits + (size_t)i * classes : NULL;
         double sum = 0.0;
-        for (int j = 0; j < classes; j++)
-            sum += exp((double)(z[j] - zmax));
-        const double lse = log(sum) + zmax;
-        loss += lse - z[labels[i]];
+        if (dz) {
+            memcpy(dz, z, (size_t)classes * sizeof(float));
+            sum = exp_shift_sum(dz, classes, zmax);
+        } else {
+            for (int j = 0; j < classes; j++)
+                sum += vexpf(z[j] - zmax);
+        }
+        loss += log(sum) + zmax - z[labels[i]];
         ok += arg == labels[i];
-        if (dlogits) {
-            float *dz = dlogits + (size_t)i * classes;
-            for (int j = 0; j < classes; j++) {
-                const float pj = (float)exp((double)z[j] - lse);
-                dz[j] = (pj - (j == labels[i] ? 1.0f : 0.0f)) * grad_scale;
-            }
+        if (dz) {
+            const float a = (float)(grad_scale / sum);
+            for (int j = 0; j < classes; j++)
+                dz[j] *= a;
+            dz[labels[i]] -= grad_scale;
         }
     }
     *loss_sum = loss;
@@ -771,8 +875,8 @@ static int cpu_sgd_update(struct hp_backend *be, float *w, const float *g, float
 /* PyTorch's single-tensor AdamW, element by element in float (backend.h): the decay, then
  * m lerped towards g (torch.lerp's formula for a weight below 0.5), v = b2 v + (1 - b2) g g,
  * then w += -step_size m / (sqrt(v) / sqrt(bc2) + eps). The CUDA twin rounds the same. */
-static int cpu_adamw_update(struct hp_backend *be, float *w, const float *g, float *m, float *v,
-                            size_t n, const struct hp_adamw_desc *d)
+HP_CLONES static int cpu_adamw_update(struct hp_backend *be, float *w, const float *g, float *m,
+                                      float *v, size_t n, const struct hp_adamw_desc *d)
 {
     const double t = (double)d->step;
     const float decay = (float)(1.0 - (double)d->lr * (double)d->wd);
@@ -883,19 +987,49 @@ static int cpu_embed_backward(struct hp_backend *be, const float *ids, const flo
     return 0;
 }
 
-static int cpu_layernorm_forward(struct hp_backend *be, const float *x, const float *gamma,
-                                 const float *beta, float *y, float *mean, float *rstd, int rows,
-                                 int d, float eps)
+/* The sum of x[0..n), in eight float lanes added in double. */
+HP_INLINE double lane_sum(const float *x, int n)
+{
+    float acc[8] = {0};
+    double s = 0.0;
+    int j = 0;
+
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += x[j + l];
+    for (; j < n; j++)
+        s += x[j];
+    for (int l = 0; l < 8; l++)
+        s += acc[l];
+    return s;
+}
+
+/* The sum of (x[j] - m) (y[j] - m) over j < n, in eight float lanes added in double. */
+HP_INLINE double lane_dot_shift(const float *x, const float *y, float m, int n)
+{
+    float acc[8] = {0};
+    double s = 0.0;
+    int j = 0;
+
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += (x[j + l] - m) * (y[j + l] - m);
+    for (; j < n; j++)
+        s += (double)(x[j] - m) * (y[j] - m);
+    for (int l = 0; l < 8; l++)
+        s += acc[l];
+    return s;
+}
+
+HP_CLONES static int cpu_layernorm_forward(struct hp_backend *be, const float *x,
+                                           const float *gamma, const float *beta, float *y,
+                                           float *mean, float *rstd, int rows, int d, float eps)
 {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * d;
         float *yr = y + (size_t)r * d;
-        double s = 0.0, v = 0.0;
-        for (int j = 0; j < d; j++)
-            s += xr[j];
-        const float m = (float)(s / d);
-        for (int j = 0; j < d; j++)
-            v += (double)(xr[j] - m) * (xr[j] - m);
+        const float m = (float)(lane_sum(xr, d) / d);
+        const double v = lane_dot_shift(xr, xr, m, d);
         const float is = (float)(1.0 / sqrt(v / d + eps));
         for (int j = 0; j < d; j++)
             yr[j] = (xr[j] - m) * is * gamma[j] + beta[j];
@@ -906,50 +1040,73 @@ static int cpu_layernorm_forward(struct hp_backend *be, const float *x, const fl
 }
 
 /* dxhat = dy gamma; dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)). */
-static int cpu_layernorm_backward(struct hp_backend *be, const float *x, const float *dy,
-                                  const float *gamma, const float *mean, const float *rstd,
-                                  float *dx, float *dgamma, float *dbeta, int rows, int d)
+HP_CLONES static int cpu_layernorm_backward(struct hp_backend *be, const float *x, const float *dy,
+                                            const float *gamma, const float *mean,
+                                            const float *rstd, float *dx, float *dgamma,
+                                            float *dbeta, int rows, int d)
 {
     memset(dgamma, 0, (size_t)d * sizeof(float));
     memset(dbeta, 0, (size_t)d * sizeof(float));
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * d, *g = dy + (size_t)r * d;
         const float m = mean[r], is = rstd[r];
-        double s1 = 0.0, s2 = 0.0;
         for (int j = 0; j < d; j++) {
-            const float xh = (xr[j] - m) * is, dxh = g[j] * gamma[j];
-            dgamma[j] += g[j] * xh;
+            dgamma[j] += g[j] * ((xr[j] - m) * is);
             dbeta[j] += g[j];
-            s1 += dxh;
-            s2 += (double)dxh * xh;
         }
         if (!dx)
             continue;
+        /* s1 = sum dxhat, s2 = sum dxhat xhat (dxhat = dy gamma), in float lanes */
+        float a1[8] = {0}, a2[8] = {0};
+        double s1 = 0.0, s2 = 0.0;
+        int j = 0;
+        for (; j + 8 <= d; j += 8)
+            for (int l = 0; l < 8; l++) {
+                const float dxh = g[j + l] * gamma[j + l];
+                a1[l] += dxh;
+                a2[l] += dxh * ((xr[j + l] - m) * is);
+            }
+        for (; j < d; j++) {
+            const float dxh = g[j] * gamma[j];
+            s1 += dxh;
+            s2 += (double)dxh * ((xr[j] - m) * is);
+        }
+        for (int l = 0; l < 8; l++) {
+            s1 += a1[l];
+            s2 += a2[l];
+        }
         const float a = (float)(s1 / d), b = (float)(s2 / d);
         float *dr = dx + (size_t)r * d;
-        for (int j = 0; j < d; j++)
+        for (j = 0; j < d; j++)
             dr[j] = is * (g[j] * gamma[j] - a - (xr[j] - m) * is * b);
     }
     return 0;
 }
 
 /* Row i of a causal score matrix s [T, T] turned into probabilities in place. */
-static void causal_softmax_row(float *s, int i, int T)
+HP_CLONES static void causal_softmax_row(float *s, int i, int T)
 {
-    float mx = s[0];
-    double sum = 0.0;
+    const float mx = lane_max(s, i + 1);
+    const float inv = (float)(1.0 / exp_shift_sum(s, i + 1, mx));
 
-    for (int j = 1; j <= i; j++)
-        mx = s[j] > mx ? s[j] : mx;
-    for (int j = 0; j <= i; j++) {
-        s[j] = expf(s[j] - mx);
-        sum += s[j];
-    }
-    const float inv = (float)(1.0 / sum);
     for (int j = 0; j <= i; j++)
         s[j] *= inv;
     for (int j = i + 1; j < T; j++)
         s[j] = 0.0f;
+}
+
+/* ds = p (dp - sum_j p dp) in place of dp [T, T], row by row; 0 above the diagonal (p is). */
+HP_CLONES static void softmax_grad(const float *p, float *ds, int T)
+{
+    for (int i = 0; i < T; i++) {
+        const float *pr = p + (size_t)i * T;
+        float *sr = ds + (size_t)i * T;
+        const float dot = (float)lane_dot(pr, sr, i + 1);
+        for (int j = 0; j <= i; j++)
+            sr[j] = pr[j] * (sr[j] - dot);
+        for (int j = i + 1; j < T; j++)
+            sr[j] = 0.0f;
+    }
 }
 
 static int attn_check(const struct hp_attn_desc *a)
@@ -1009,18 +1166,7 @@ static int cpu_attention_backward(struct hp_backend *be, const struct hp_attn_de
                         dx + 2 * d + h * dh, 3 * d);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, 1.0f, gh, d, v, 3 * d,
                         0.0f, ws, T);
-            /* ds = p (dp - sum_j p dp), row by row; 0 above the diagonal (p is) */
-            for (int i = 0; i < T; i++) {
-                const float *pr = p + (size_t)i * T;
-                float *sr = ws + (size_t)i * T;
-                double dot = 0.0;
-                for (int j = 0; j <= i; j++)
-                    dot += (double)pr[j] * sr[j];
-                for (int j = 0; j <= i; j++)
-                    sr[j] = pr[j] * (sr[j] - (float)dot);
-                for (int j = i + 1; j < T; j++)
-                    sr[j] = 0.0f;
-            }
+            softmax_grad(p, ws, T);
             /* dq = scale ds k; dk = scale ds^T q */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, T, scale, ws, T, k, 3 * d,
                         0.0f, dx + h * dh, 3 * d);
@@ -1034,29 +1180,28 @@ static int cpu_attention_backward(struct hp_backend *be, const struct hp_attn_de
 #define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
-/* tanh(u) = 1 - 2 / (exp(2u) + 1): libm's tanhf is several times slower than its expf, and
- * this is as exact in float (an absolute error below 1e-7; +-1 at the extremes). */
-static inline float fast_tanh(float u)
+/* 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)), u = GELU_S (v + GELU_C v^3): with
+ * vexpf, a loop of it vectorises (libm's tanhf, and expf, are a call per element). */
+static inline float gelu_sigmoid(float v)
 {
-    return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
+    return 1.0f / (1.0f + vexpf(-2.0f * GELU_S * (v + GELU_C * v * v * v)));
 }
 
-static int cpu_gelu_forward(struct hp_backend *be, const float *x, float *y, size_t n)
+HP_CLONES static int cpu_gelu_forward(struct hp_backend *be, const float *x, float *y, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        const float v = x[i];
-        y[i] = 0.5f * v * (1.0f + fast_tanh(GELU_S * (v + GELU_C * v * v * v)));
-    }
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] * gelu_sigmoid(x[i]);
     return 0;
 }
 
-static int cpu_gelu_backward(struct hp_backend *be, const float *x, const float *dy, float *dx,
-                             size_t n)
+HP_CLONES static int cpu_gelu_backward(struct hp_backend *be, const float *x, const float *dy,
+                                       float *dx, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        const float v = x[i], t = fast_tanh(GELU_S * (v + GELU_C * v * v * v));
-        const float dt = GELU_S * (1.0f + 3.0f * GELU_C * v * v) * (1.0f - t * t);
-        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+        /* d/dv v sg = sg + v 2 sg (1 - sg) du/dv (1 - tanh^2 = 4 sg (1 - sg)) */
+        const float v = x[i], sg = gelu_sigmoid(v);
+        const float du = GELU_S * (1.0f + 3.0f * GELU_C * v * v);
+        dx[i] = dy[i] * (sg + 2.0f * v * sg * (1.0f - sg) * du);
     }
     return 0;
 }
