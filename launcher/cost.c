@@ -191,6 +191,14 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->batch = batch;
     c->nunits = m->nunits;
     c->ntypes = db->ntypes;
+    c->tie_embed = c->tie_head = -1;
+    for (int u = 0; u < m->nunits; u++)
+        for (int i = 0; i < m->units[u].nops; i++)
+            if (m->units[u].ops[i].tie) {
+                c->tie_head = u;
+                c->tie_embed = m->units[u].ops[i].tie_unit;
+                c->tie_bytes = 4.0 * m->units[u].ops[i].filters * m->units[u].ops[i].in_shape.w;
+            }
     c->seg = hp_model_recompute_segment(m);
     c->nseg = c->nunits / c->seg + 1;
     c->levels = table_levels(c->nunits);
@@ -372,12 +380,22 @@ double hp_cost_net_memory(const struct hp_cost *c, int u0, int u1, int nslots, i
     return net_memory(c, u0, u1, input_grad, recompute, acts_bytes(c, u0, u1, nslots, recompute));
 }
 
+/* The tied head's gradient a stage keeps beside its net (vwsync.c): the stage that holds
+ * the embed of a tied head held elsewhere. */
+static double tie_extra(const struct hp_cost *c, int u0, int u1)
+{
+    const int embed = c->tie_embed >= u0 && c->tie_embed < u1;
+    const int head = c->tie_head >= u0 && c->tie_head < u1;
+
+    return embed && !head ? c->tie_bytes : 0.0;
+}
+
 double hp_cost_stage_memory(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
                             int recompute)
 {
     /* in_flight - 1 stashed versions of the weights (schedule.c) */
     return hp_cost_net_memory(c, u0, u1, in_flight, !first, recompute) +
-           (in_flight - 1) * stash(c, u0, u1 - 1);
+           (in_flight - 1) * stash(c, u0, u1 - 1) + tie_extra(c, u0, u1);
 }
 
 int hp_cost_stage_fits(const struct hp_cost *c, int u0, int u1, int in_flight, int first,
@@ -389,8 +407,8 @@ int hp_cost_stage_fits(const struct hp_cost *c, int u0, int u1, int in_flight, i
      * them: activations alone above the capacity decide it */
     if (acts > capacity)
         return 0;
-    return net_memory(c, u0, u1, !first, recompute, acts) +
-               (in_flight - 1) * stash(c, u0, u1 - 1) <=
+    return net_memory(c, u0, u1, !first, recompute, acts) + (in_flight - 1) * stash(c, u0, u1 - 1) +
+               tie_extra(c, u0, u1) <=
            capacity;
 }
 

@@ -40,6 +40,10 @@ struct hp_cost {
     const struct hp_gpudb *db;
     int batch;
     enum hp_recompute recompute; /* for the partitioner: auto (hp_cost_init's), never, always */
+    int tie_embed, tie_head;     /* a tied head's unit and its embed's (-1: none) */
+    double tie_bytes;            /* the stage holding the embed but not the head keeps one more
+                                    token matrix on its device: the head's gradient received
+                                    (runtime/vwsync.c) */
     int optimizer; /* enum hp_optimizer (options.h): hp_cost_init sets HP_OPTIMIZER_SGD; a
                       caller sets HP_OPTIMIZER_ADAMW for its second moment buffer (net.h) */
     int nunits, ntypes;

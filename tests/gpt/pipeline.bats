@@ -48,7 +48,8 @@ PY
     cluster4
     run "$HETPIPE" run --local --cluster "$TMP/c4.ini" --policy ed --nm 1 --emulate off \
         "${GPT_OPTS[@]}" --step-log "$TMP/pipe.csv" --timeline "$TMP/trace.json" \
-        --save-params "$TMP/pipe.bin" --run-dir "$TMP/rd" --metrics "$TMP/rd/metrics.csv"
+        --save-params "$TMP/pipe.bin" --run-dir "$TMP/rd" --metrics "$TMP/rd/metrics.csv" \
+        --stats "$TMP/st"
     echo "$output"
     [ "$status" -eq 0 ]
     [[ "$output" == *"this one of 4 stages, Nm 1"* ]]
@@ -66,6 +67,12 @@ PY
     cat "$TMP/pipe.bin".[0-3] | cmp - "$TMP/train.bin"
     tied_equal "$TMP/pipe.bin.0" "$TMP/pipe.bin.3"
     tied_equal "$TMP/train.bin" "$TMP/train.bin"
+    # every stage's device memory as the planner predicted it, to the byte (the first stage
+    # keeps the tied head's gradient beside its net, AdamW's second moment in each)
+    for f in "$TMP"/st.[0-3]; do
+        awk -F' = ' '$1 == "mem_peak" { p = $2 } $1 == "mem_predicted" { q = $2 }
+                     END { exit !(p > 0 && p == q) }' "$f"
+    done
     # the clipping norm's reduction between the stages is on the timeline
     grep -q '"vwsync"' "$TMP/trace.json"
     # the job's report: validation loss, perplexity and bits per byte, no accuracy
