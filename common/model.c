@@ -458,6 +458,18 @@ size_t hp_model_grad_bytes(const struct hp_model *m)
     return r;
 }
 
+int hp_model_tied_head(const struct hp_model *m, int *embed)
+{
+    for (int u = 0; u < m->nunits; u++)
+        for (int i = 0; i < m->units[u].nops; i++)
+            if (m->units[u].ops[i].tie) {
+                *embed = m->units[u].ops[i].tie_unit;
+                return u;
+            }
+    *embed = -1;
+    return -1;
+}
+
 int hp_model_recompute_segment(const struct hp_model *m)
 {
     const int n = m->nunits, smax = n < 64 ? n : 64;

@@ -53,6 +53,10 @@ static inline int hp_model_positions(const struct hp_model *m)
     return m->positions > 0 ? m->positions : 1;
 }
 
+/* The unit of m's tied head (a head with tie = true: its projection is a copy of an embed's
+ * token matrix), and in *embed that embed's unit; -1 (and *embed -1) when m has none. */
+int hp_model_tied_head(const struct hp_model *m, int *embed);
+
 /* Load a model from a file path, or by name from the model directories (see
  * hp_model_resolve). On success *out is new (hp_model_destroy) and 0 is returned; on error
  * the message names the file, the section (unit) and the key. */

@@ -191,14 +191,8 @@ int hp_cost_init(struct hp_cost *c, const struct hp_model *m, const struct hp_gp
     c->batch = batch;
     c->nunits = m->nunits;
     c->ntypes = db->ntypes;
-    c->tie_embed = c->tie_head = -1;
-    for (int u = 0; u < m->nunits; u++)
-        for (int i = 0; i < m->units[u].nops; i++)
-            if (m->units[u].ops[i].tie) {
-                c->tie_head = u;
-                c->tie_embed = m->units[u].ops[i].tie_unit;
-                c->tie_bytes = 4.0 * m->units[u].ops[i].filters * m->units[u].ops[i].in_shape.w;
-            }
+    c->tie_head = hp_model_tied_head(m, &c->tie_embed);
+    c->tie_bytes = 4.0 * (double)m->ntied; /* the one tied copy: the token matrix */
     c->seg = hp_model_recompute_segment(m);
     c->nseg = c->nunits / c->seg + 1;
     c->levels = table_levels(c->nunits);

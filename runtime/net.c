@@ -1299,17 +1299,25 @@ int hp_net_grad_sumsq_units(struct hp_net *net, double *per_unit)
 
 int hp_net_grad_sumsq(struct hp_net *net, double *sumsq)
 {
-    const int n = net->u1 - net->u0;
-    double *pu = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
-    int rc;
+    double unit = 0.0; /* the current unit's sum, added to the total when the unit ends: the
+                          per-unit sums of hp_net_grad_sumsq_units added in unit order (a
+                          unit without parameters adds 0.0, which changes no sum) */
+    int rc = 0;
 
-    if (!pu)
-        return -HP_ENOMEM;
-    rc = hp_net_grad_sumsq_units(net, pu);
     *sumsq = 0.0;
-    for (int u = 0; u < n && !rc; u++)
-        *sumsq += pu[u];
-    free(pu);
+    for (int i = 0; i < net->nops && !rc; i++) {
+        const struct net_op *o = &net->ops[i];
+        double s;
+        if (i > 0 && o->unit != net->ops[i - 1].unit) {
+            *sumsq += unit;
+            unit = 0.0;
+        }
+        if (!o->op->nparams || o->op->tie)
+            continue;
+        rc = net->be->ops->sumsq(net->be, o->gw, o->op->nparams, &s);
+        unit += s;
+    }
+    *sumsq += unit;
     return rc;
 }
 
@@ -1317,15 +1325,10 @@ int hp_net_grad_sumsq(struct hp_net *net, double *sumsq)
  * (NULL where this net does not hold it). */
 static void tie_ops(struct hp_net *net, struct net_op **embed, struct net_op **head)
 {
-    const struct hp_model *m = net->model;
-    int tu = -1;
+    int tu;
 
     *embed = *head = NULL;
-    for (int u = 0; u < m->nunits && tu < 0; u++)
-        for (int i = 0; i < m->units[u].nops; i++)
-            if (m->units[u].ops[i].tie)
-                tu = m->units[u].ops[i].tie_unit;
-    if (tu < 0)
+    if (hp_model_tied_head(net->model, &tu) < 0)
         return;
     for (int i = 0; i < net->nops; i++) {
         if (net->ops[i].op->tie)
@@ -1333,14 +1336,6 @@ static void tie_ops(struct hp_net *net, struct net_op **embed, struct net_op **h
         else if (net->ops[i].unit == tu && net->ops[i].op->type == HP_OP_EMBED)
             *embed = &net->ops[i];
     }
-}
-
-int hp_net_tie_parts(struct hp_net *net)
-{
-    struct net_op *e, *h;
-
-    tie_ops(net, &e, &h);
-    return (e ? HP_TIE_EMBED : 0) | (h ? HP_TIE_HEAD : 0);
 }
 
 float *hp_net_tie_grad(struct hp_net *net, size_t *n)

@@ -150,12 +150,9 @@ int hp_net_grad_sumsq(struct hp_net *net, double *sumsq);
 int hp_net_grad_sumsq_units(struct hp_net *net, double *per_unit);
 
 /* Tied embeddings (layers.h: a head with tie = true keeps a copy of its embed's token matrix
- * [V, d]). After a backward pass both copies' gradients must become their sum, so that equal
- * copies take equal updates and never drift (Megatron-LM's embedding group). Which parts this
- * net holds: */
-enum { HP_TIE_EMBED = 1, HP_TIE_HEAD = 2 };
-int hp_net_tie_parts(struct hp_net *net); /* 0, HP_TIE_EMBED, HP_TIE_HEAD or both */
-/* The device gradient of the part this net holds (the embed's when both), *n floats. */
+ * [V, d], hp_model_tied_head). After a backward pass both copies' gradients must become their
+ * sum, so that equal copies take equal updates and never drift (Megatron-LM's embedding
+ * group). The device gradient of the part this net holds (the embed's when both), *n floats. */
 float *hp_net_tie_grad(struct hp_net *net, size_t *n);
 /* Make the tied gradients their sum: with both parts here, embed + copy into both (other
  * unused); with one, its gradient + `other` (a device vector of the other part's gradient,

@@ -36,18 +36,6 @@ static int stage_of(const struct hp_vw_plan *vw, int u)
     return -1;
 }
 
-/* The model's tied head unit (-1: none) and the embed unit it ties to. */
-static int tied_head(const struct hp_model *m, int *embed)
-{
-    for (int u = 0; u < m->nunits; u++)
-        for (int i = 0; i < m->units[u].nops; i++)
-            if (m->units[u].ops[i].tie) {
-                *embed = m->units[u].ops[i].tie_unit;
-                return u;
-            }
-    return -1;
-}
-
 static int bufs(struct hp_vwsync *y, const struct hp_model *m)
 {
     const size_t tie_b = y->tie_across ? y->tie_n * sizeof(float) : 0;
@@ -90,7 +78,7 @@ int hp_vwsync_create(const struct hp_vwsync_config *c, struct hp_vwsync **out)
     y->last = hp_plan_stage_rank(c->plan, c->v, y->k - 1);
     m = hp_net_model(c->net);
     y->nunits = m->nunits;
-    head = tied_head(m, &embed);
+    head = hp_model_tied_head(m, &embed);
     if (head >= 0) {
         const int se = stage_of(vw, embed), sh = stage_of(vw, head);
         y->tie_local = se == sh && se == c->s;
@@ -103,7 +91,7 @@ int hp_vwsync_create(const struct hp_vwsync_config *c, struct hp_vwsync **out)
             return -HP_ECONFIG;
         }
         if (y->tie_across)
-            y->tie_n = (size_t)m->classes * (size_t)m->units[embed].out.w;
+            y->tie_n = m->ntied; /* the one tied copy's floats: the token matrix */
     }
     if (!(c->clip > 0.0) && !y->tie_local && !y->tie_across) {
         free(y);
