@@ -1,6 +1,8 @@
 /* jobdata.c - what a finished job left in its run directory (jobdata.h). */
 #include "jobdata.h"
 
+#include "feed.h"
+
 #include "error.h"
 #include "infile.h"
 #include "log.h"
@@ -172,9 +174,7 @@ static int metric_line(char *line, int text, struct hp_metric *m)
 
 static int load_metrics(struct hp_jobdata *d)
 {
-    static const char header[] = "split,epoch,step,seconds,loss,accuracy,images_per_s";
-    static const char text_header[] =
-        "split,epoch,step,seconds,loss,perplexity,bits_per_byte,tokens_per_s";
+    static const char header[] = HP_METRICS_HEADER, text_header[] = HP_METRICS_HEADER_TEXT;
     char path[4200], line[1024];
     int lineno = 1, cap = 0;
     FILE *f;

@@ -20,7 +20,7 @@
 
 static const float mnist_mean = 0.2860f, mnist_std = 0.3530f;
 
-const char *hp_dataset_dir(const char *dir)
+const char *hp_data_dir_or(const char *dir, const char *fallback)
 {
     struct hp_options e = {.data = NULL};
     char err[512];
@@ -29,7 +29,12 @@ const char *hp_dataset_dir(const char *dir)
         return dir;
     if (hp_opt_env(&e, HP_OPT_DATA, err, sizeof(err)) == 0) /* any non-empty text is one */
         return e.data;
-    return HP_FASHION_MNIST_DIR;
+    return fallback;
+}
+
+const char *hp_dataset_dir(const char *dir)
+{
+    return hp_data_dir_or(dir, HP_FASHION_MNIST_DIR);
 }
 
 static uint32_t be32(const unsigned char *p)

@@ -19,8 +19,10 @@ struct hp_dataset {
     int32_t *labels; /* [n], owned */
 };
 
-/* The directory to read from: `dir` if not NULL, else $HETPIPE_DATA, else
- * HP_FASHION_MNIST_DIR. Static or dir itself. */
+/* The directory to read from: `dir` if not NULL (nor empty), else $HETPIPE_DATA, else
+ * `fallback`. Static, dir or fallback itself. */
+const char *hp_data_dir_or(const char *dir, const char *fallback);
+/* hp_data_dir_or(dir, HP_FASHION_MNIST_DIR) */
 const char *hp_dataset_dir(const char *dir);
 
 /* Load the training (train != 0; Fashion-MNIST's has 60000 samples) or test (10000) split

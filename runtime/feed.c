@@ -14,7 +14,6 @@
 #include "image.h"
 #include "log.h"
 #include "model.h"
-#include "options.h"
 #include "rng.h"
 #include "source.h"
 #include "data.h"
@@ -727,16 +726,8 @@ static void transforms(struct hp_feed *f)
 static int text_open(struct hp_feed *f)
 {
     const struct hp_feed_config *c = &f->c;
-    struct hp_options e = {.data = NULL};
-    const char *dir = c->dir;
-    char err[512];
-    int rc;
-
-    if ((!dir || !*dir) && hp_opt_env(&e, HP_OPT_DATA, err, sizeof(err)) == 0 && e.data)
-        dir = e.data;
-    if (!dir || !*dir)
-        dir = HP_TEXT_DEFAULT_DIR;
-    rc =
+    const char *dir = hp_data_dir_or(c->dir, HP_TEXT_DEFAULT_DIR);
+    int rc =
         hp_text_open(dir, f->positions, c->model->classes, (c->mode & HP_FEED_TEST) != 0, &f->text);
     if (rc)
         return rc;
@@ -846,9 +837,9 @@ void hp_feed_quality(const struct hp_feed_counts *n, double loss, double acc, ch
         snprintf(buf, len, "loss %.4f ppl %.2f", loss, hp_text_perplexity(loss));
 }
 
-const char *hp_feed_quality_columns(const struct hp_feed_counts *n)
+const char *hp_feed_metrics_header(const struct hp_feed_counts *n)
 {
-    return n->text ? "loss,perplexity,bits_per_byte" : "loss,accuracy";
+    return n->text ? HP_METRICS_HEADER_TEXT : HP_METRICS_HEADER;
 }
 
 void hp_feed_quality_csv(const struct hp_feed_counts *n, double loss, double acc, char *buf,

@@ -106,9 +106,12 @@ int hp_feed_test(struct hp_feed *f, int b, const float **x, int32_t *lab, int32_
  * mean loss per token, its perplexity and, for plain text, bits per byte; text.h). */
 void hp_feed_quality(const struct hp_feed_counts *n, double loss, double acc, char *buf,
                      size_t len);
-/* The same as CSV: the header's columns ("loss,accuracy" or "loss,perplexity,bits_per_byte")
- * and a row's values (bits per byte empty for token files). */
-const char *hp_feed_quality_columns(const struct hp_feed_counts *n);
+/* The metrics CSV (hetpipe train's, a job's rank 0's; launcher/jobdata.c reads both): its
+ * header for images and for text, the one of n's data set, and a row's quality values
+ * (bits per byte empty for token files). */
+#define HP_METRICS_HEADER "split,epoch,step,seconds,loss,accuracy,images_per_s"
+#define HP_METRICS_HEADER_TEXT "split,epoch,step,seconds,loss,perplexity,bits_per_byte,tokens_per_s"
+const char *hp_feed_metrics_header(const struct hp_feed_counts *n);
 void hp_feed_quality_csv(const struct hp_feed_counts *n, double loss, double acc, char *buf,
                          size_t len);
 /* "img/s" or "tok/s", and the samples' multiplier to count them (1, or T tokens a sample) */

@@ -66,8 +66,7 @@ int hp_report_open(const struct hp_report_job *j, struct hp_report **out)
     if (r->reporter && o->metrics) {
         if (!(r->metrics = hp_out_open(o->metrics, "metrics", 0666)))
             return -HP_EIO;
-        fprintf(r->metrics, "split,epoch,step,seconds,%s,%s\n", hp_feed_quality_columns(&r->counts),
-                r->counts.text ? "tokens_per_s" : "images_per_s");
+        fprintf(r->metrics, "%s\n", hp_feed_metrics_header(&r->counts));
     }
     return 0;
 }

@@ -77,7 +77,7 @@ static FILE *open_csv(const char *path, const char *what, const char *header, in
         *rc = -HP_EIO;
         return NULL;
     }
-    fputs(header, f);
+    fprintf(f, "%s\n", header);
     return f;
 }
 
@@ -124,13 +124,10 @@ static int trainer_setup(struct trainer *t)
     t->hlab = malloc((size_t)o->batch * t->positions * sizeof(int32_t));
     if (!t->hlab)
         return -HP_ENOMEM;
-    char header[160];
-    const struct hp_feed_counts *counts = hp_feed_n(t->feed);
-    snprintf(header, sizeof(header), "split,epoch,step,seconds,%s,%s\n",
-             hp_feed_quality_columns(counts), counts->text ? "tokens_per_s" : "images_per_s");
-    if (o->metrics && !(t->csv = open_csv(o->metrics, "metrics file", header, &rc)))
+    if (o->metrics && !(t->csv = open_csv(o->metrics, "metrics file",
+                                          hp_feed_metrics_header(hp_feed_n(t->feed)), &rc)))
         return rc;
-    if (o->step_log && !(t->slog = open_csv(o->step_log, "step log", "step,loss\n", &rc)))
+    if (o->step_log && !(t->slog = open_csv(o->step_log, "step log", "step,loss", &rc)))
         return rc;
     return 0;
 }
