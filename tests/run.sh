@@ -32,6 +32,9 @@ passed=0
 failed=0
 skipped=0
 tiers=${*:-unit fast}
+# every failure, one line each, printed again just above the summary (a CI log's tail)
+recap="$log/recap"
+: > "$recap"
 
 # the bats files of a tier, sorted; "san": those marked for the sanitizer builds
 files_of() {
@@ -52,6 +55,7 @@ unit() { # unit BINARY LABEL
     "$1" > "$out" 2>&1
     rc=$?
     grep -E '^[0-9]+%: Checks:|:[FE]:|runtime error|ERROR: ' "$out" | sed "s/^/  [$2] /"
+    grep -E ':[FE]:' "$out" | cut -c1-200 | sed "s/^/[$2] /" >> "$recap"
     line=$(grep -E '^[0-9]+%: Checks:' "$out" | tail -1)
     if [ -n "$line" ]; then
         n=$(echo "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
@@ -62,11 +66,13 @@ unit() { # unit BINARY LABEL
         if [ "$rc" -ne 0 ] && [ $((f + e)) -eq 0 ]; then # a sanitizer's report at exit
             echo "  [$2] the unit tests exited $rc:"
             tail -40 "$out"
+            echo "[$2] the unit tests exited $rc (a sanitizer's report)" >> "$recap"
             failed=$((failed + 1))
         fi
     else
         echo "  [$2] the unit tests did not run to the end (exit $rc):"
         tail -20 "$out"
+        echo "[$2] the unit tests did not run to the end (exit $rc)" >> "$recap"
         failed=$((failed + 1))
     fi
 }
@@ -92,6 +98,11 @@ bats_files() { # bats_files LABEL FILE...
          END {if (bad) flush()}' "$out"
     awk '/^not ok /{t = $0; next} /^# \(in test file/{print "  " t ": " substr($0, 3)}
          /^#   `.*'"'"' failed/{print "    " substr($0, 5)}' "$out"
+    # the recap: each failing test and where it failed, on one line
+    awk -v l="$label" '/^not ok /{if (t != "") print t; t = "[" l "] " $0; next}
+         /^ok /{if (t != "") print t; t = ""; next}
+         t != "" && /^# \(in test file/{t = t " " substr($0, 3)}
+         END {if (t != "") print t}' "$out" | cut -c1-300 >> "$recap"
     p=$(grep '^ok' "$out" | grep -vc '# skip')
     k=$(grep '^ok' "$out" | grep -c '# skip')
     f=$(grep -c '^not ok' "$out")
@@ -99,6 +110,7 @@ bats_files() { # bats_files LABEL FILE...
     if [ -n "$planned" ] && [ $((p + k + f)) -lt "$planned" ]; then
         echo "  [$label] bats stopped after $((p + k + f)) of $planned tests:"
         tail -20 "$out"
+        echo "[$label] bats stopped after $((p + k + f)) of $planned tests" >> "$recap"
         f=$((f + planned - p - k - f))
     fi
     passed=$((passed + p))
@@ -159,5 +171,9 @@ for tier in $tiers; do
     echo "== tier $tier: $(($(date +%s) - t0)) s"
 done
 
+if [ -s "$recap" ]; then
+    echo "== what failed ($(wc -l < "$recap") lines; the whole output of each is above)"
+    cat "$recap"
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
