@@ -279,8 +279,28 @@ EOF
 }
 
 @test "an srun killed by a signal after every rank has ended: the job has the ranks' status, said in one line" {
-    # seen once in tests/bench/hetjob_loop: srun aborted by glibc at the end of a hetjob step
-    printf '#!/bin/sh\nsrun "$@"\nkill -ABRT $$\n' > "$BATS_TEST_TMPDIR/srun-aborts"
+    # seen once in tests/bench/hetjob_loop: srun aborted by glibc at the end of a hetjob step.
+    # The wrapper aborts once every rank has written its exit file (beside the plan) or srun
+    # has ended: the real srun may also stay at the step's end (the test above), and launch
+    # would then stop it after 60 s instead of seeing the abort
+    cat > "$BATS_TEST_TMPDIR/srun-aborts" << 'EOF'
+#!/bin/sh
+dir=""
+prev=""
+for a in "$@"; do
+    [ "$prev" = --plan ] && dir=$(dirname "$a")
+    prev=$a
+done
+srun "$@" &
+pid=$!
+i=0
+while kill -0 "$pid" 2> /dev/null && [ "$(ls "$dir"/rank-*.exit 2> /dev/null | wc -l)" -lt 6 ] &&
+    [ $i -lt 1200 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+kill -ABRT $$
+EOF
     chmod +x "$BATS_TEST_TMPDIR/srun-aborts"
     submit "$ROOT/jobs/hetjob-two-types.sbatch" --train-limit 3200 --test-limit 1000 \
         --srun "$BATS_TEST_TMPDIR/srun-aborts"
