@@ -10,7 +10,7 @@
 #
 # Everything lives in $HP_SLURM_DIR (default /tmp/hetpipe-slurm). Clients find the cluster
 # with SLURM_CONF=$HP_SLURM_DIR/slurm.conf. Ports: slurmctld $HP_SLURM_PORT (default 16817),
-# the slurmd of node i $HP_SLURM_PORT + i.
+# the slurmd of node i $HP_SLURM_PORT + i; start refuses ports another socket holds.
 #
 # Nodes node1..node4 are several slurmd on one host (Debian's slurmd supports that: each has
 # its own Port, all NodeAddr=127.0.0.1), 4 CPUs each (config_overrides lets that pass on a
@@ -218,6 +218,19 @@ idle_nodes() {
     sinfo -h -N -o '%N %t' 2> /dev/null | awk '$2 == "idle" { n++ } END { print n + 0 }'
 }
 
+# check_ports: the daemons' ports are free: not listened on, and not the local port of some
+# connection (a port in 32768-60999 may be one's ephemeral port; the tests' clusters use ports
+# below that range). A socket in TIME-WAIT does not stop the daemons' bind.
+check_ports() {
+    command -v ss > /dev/null 2>&1 || return 0
+    for p in $PORT $((PORT + 1)) $((PORT + 2)) $((PORT + 3)) $((PORT + 4)); do
+        held=$(ss -Htan state all "( sport = :$p )" 2> /dev/null | grep -v '^TIME-WAIT' || true)
+        if [ -n "$held" ]; then
+            die "port $p (slurmctld $PORT, slurmd $((PORT + 1))-$((PORT + 4))) is in use: $(echo "$held" | head -1 | tr -s ' '); set HP_SLURM_PORT to another"
+        fi
+    done
+}
+
 do_start() {
     require
     if [ -n "$(live_pid "$DIR/run/slurmctld.pid")" ]; then
@@ -232,6 +245,7 @@ do_start() {
     if scontrol ping 2> /dev/null | grep -q ' is UP'; then
         die "another slurmctld answers on port $PORT (a cluster in another directory?): stop it or set HP_SLURM_PORT"
     fi
+    check_ports
     slurmctld -c -f "$SLURM_CONF" || { show_logs; die "slurmctld did not start"; }
     for n in $NODES; do
         slurmd -N "$n" -f "$SLURM_CONF" || { show_logs; die "slurmd -N $n did not start"; }

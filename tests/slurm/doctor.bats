@@ -10,7 +10,7 @@ load ../helpers
 setup_file() {
     slurm_prepare plugin || return 0
     unset HP_SLURM_PLUGSTACK
-    slurm_start "${HP_SLURM_DOCTOR_PORT:-56817}" || return 1
+    slurm_start "${HP_SLURM_DOCTOR_PORT:-29817}" || return 1
     cp "$HP_SLURM_DIR/plugstack.conf" "$BATS_FILE_TMPDIR/plugstack.good"
 }
 

@@ -14,7 +14,7 @@ setup_file() {
     case $HETPIPE in /*) ;; *) HETPIPE="$ROOT/$HETPIPE" ;; esac
     export HETPIPE
     unset HP_SLURM_PLUGSTACK # cluster.sh's default: this checkout's plugin
-    slurm_start "${HP_SLURM_LAUNCH_PORT:-46817}" || return 1
+    slurm_start "${HP_SLURM_LAUNCH_PORT:-28817}" || return 1
     # the site config the jobs use, whatever directory they run in
     export HETPIPE_CONF="$ROOT/etc/hetpipe.conf"
     export OPENBLAS_NUM_THREADS=1

@@ -14,7 +14,7 @@ setup_file() {
     export SO
     unset HP_SLURM_PLUGSTACK
     export PLUGSTACK_GOOD="required $SO models=$ROOT/etc/models config=$ROOT/etc/hetpipe.conf"
-    slurm_start "${HP_SLURM_SPANK_PORT:-36817}" || return 1
+    slurm_start "${HP_SLURM_SPANK_PORT:-27817}" || return 1
     # a task prints what the plugin gave it, one line
     cat > "$BATS_FILE_TMPDIR/show.sh" << 'EOF'
 #!/bin/sh
