@@ -1280,45 +1280,46 @@ int hp_net_adamw(struct hp_net *net, const struct hp_adamw_desc *d)
     return rc;
 }
 
-int hp_net_grad_sumsq_units(struct hp_net *net, double *per_unit)
+/* Both sums of squares in one walk over the ops (a unit's ops are adjacent): per unit into
+ * per_unit (NULL: not wanted), and in *total the per-unit sums added in unit order (a unit
+ * without parameters adds 0.0, which changes no sum), so the two agree bit for bit. */
+static int grad_sumsq(struct hp_net *net, double *per_unit, double *total)
 {
+    double unit = 0.0; /* the current unit's sum */
     int rc = 0;
 
-    for (int u = net->u0; u < net->u1; u++)
-        per_unit[u - net->u0] = 0.0;
-    for (int i = 0; i < net->nops && !rc; i++) {
-        const struct net_op *o = &net->ops[i];
-        double s;
-        if (!o->op->nparams || o->op->tie) /* a tied copy counts once: at its embed */
-            continue;
-        rc = net->be->ops->sumsq(net->be, o->gw, o->op->nparams, &s);
-        per_unit[o->unit - net->u0] += s;
-    }
-    return rc;
-}
-
-int hp_net_grad_sumsq(struct hp_net *net, double *sumsq)
-{
-    double unit = 0.0; /* the current unit's sum, added to the total when the unit ends: the
-                          per-unit sums of hp_net_grad_sumsq_units added in unit order (a
-                          unit without parameters adds 0.0, which changes no sum) */
-    int rc = 0;
-
-    *sumsq = 0.0;
+    if (per_unit)
+        for (int u = net->u0; u < net->u1; u++)
+            per_unit[u - net->u0] = 0.0;
+    *total = 0.0;
     for (int i = 0; i < net->nops && !rc; i++) {
         const struct net_op *o = &net->ops[i];
         double s;
         if (i > 0 && o->unit != net->ops[i - 1].unit) {
-            *sumsq += unit;
+            *total += unit;
             unit = 0.0;
         }
-        if (!o->op->nparams || o->op->tie)
+        if (!o->op->nparams || o->op->tie) /* a tied copy counts once: at its embed */
             continue;
         rc = net->be->ops->sumsq(net->be, o->gw, o->op->nparams, &s);
         unit += s;
+        if (per_unit)
+            per_unit[o->unit - net->u0] += s;
     }
-    *sumsq += unit;
+    *total += unit;
     return rc;
+}
+
+int hp_net_grad_sumsq_units(struct hp_net *net, double *per_unit)
+{
+    double total;
+
+    return grad_sumsq(net, per_unit, &total);
+}
+
+int hp_net_grad_sumsq(struct hp_net *net, double *sumsq)
+{
+    return grad_sumsq(net, NULL, sumsq);
 }
 
 /* The ops of a tie: the embed op of the tied head's tie_unit, and the head's tied plinear

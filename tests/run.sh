@@ -96,13 +96,14 @@ bats_files() { # bats_files LABEL FILE...
          /^ok /{if (bad) flush(); bad = 0; next}
          bad {buf[n++] = $0}
          END {if (bad) flush()}' "$out"
-    awk '/^not ok /{t = $0; next} /^# \(in test file/{print "  " t ": " substr($0, 3)}
-         /^#   `.*'"'"' failed/{print "    " substr($0, 5)}' "$out"
-    # the recap: each failing test and where it failed, on one line
-    awk -v l="$label" '/^not ok /{if (t != "") print t; t = "[" l "] " $0; next}
-         /^ok /{if (t != "") print t; t = ""; next}
-         t != "" && /^# \(in test file/{t = t " " substr($0, 3)}
-         END {if (t != "") print t}' "$out" | cut -c1-300 >> "$recap"
+    # and into the recap, each failing test and where it failed, on one line
+    awk -v l="$label" -v recap="$recap" '
+         function done() { if (t != "") print substr("[" l "] " t w, 1, 300) >> recap; t = w = "" }
+         /^not ok /{done(); t = $0; next}
+         /^ok /{done(); next}
+         /^# \(in test file/{print "  " t ": " substr($0, 3); w = " " substr($0, 3)}
+         /^#   `.*'"'"' failed/{print "    " substr($0, 5)}
+         END {done()}' "$out"
     p=$(grep '^ok' "$out" | grep -vc '# skip')
     k=$(grep '^ok' "$out" | grep -c '# skip')
     f=$(grep -c '^not ok' "$out")
